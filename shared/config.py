@@ -1,0 +1,180 @@
+"""One frozen settings object, built from the environment (app settings in Azure, the
+``Values`` of local.settings.json locally). A missing required setting fails at once, by name.
+
+Connections follow the Functions conventions: ``<NAME>`` holds a connection string, or
+``<NAME>__fullyQualifiedNamespace`` / ``<NAME>__accountName`` (plus the optional
+``<NAME>__clientId`` of a user-assigned managed identity) select an identity-based connection.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from .domain.errors import PipelineError
+
+SERVICE_BUS_CONNECTION = "ServiceBusConnection"
+STORAGE_CONNECTION = "AzureWebJobsStorage"
+
+
+class ConfigurationError(PipelineError):
+    """A setting is missing or has a value the app cannot use."""
+
+
+@dataclass(frozen=True)
+class ServiceBusConnectionSettings:
+    connection_string: str | None = None
+    fully_qualified_namespace: str | None = None
+    client_id: str | None = None
+
+
+@dataclass(frozen=True)
+class StorageConnectionSettings:
+    connection_string: str | None = None
+    account_name: str | None = None
+    table_service_uri: str | None = None
+    blob_service_uri: str | None = None
+    queue_service_uri: str | None = None
+    client_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    purchase_queue_name: str
+    import_queue_name: str
+    service_bus: ServiceBusConnectionSettings
+    storage: StorageConnectionSettings
+    tax_rate: Decimal
+    shipping_fee: Decimal
+    smtp_host: str
+    smtp_port: int
+    smtp_username: str | None
+    smtp_password: str | None
+    smtp_starttls: bool
+    receipt_email_from: str
+    payment_decline_tokens: frozenset[str]
+    payment_outage_tokens: frozenset[str]
+    task_max_attempts: int
+    task_retry_min_backoff_seconds: float
+    task_retry_max_backoff_seconds: float
+    replay_queue_name: str
+    archive_max_messages: int
+    archive_max_seconds: float
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = _Reader(os.environ if environ is None else environ)
+        return cls(
+            purchase_queue_name=env.required("PURCHASE_QUEUE_NAME"),
+            import_queue_name=env.required("IMPORT_QUEUE_NAME"),
+            service_bus=_service_bus(env),
+            storage=_storage(env),
+            tax_rate=env.decimal("ORDER_TAX_RATE", "0.25"),
+            shipping_fee=env.decimal("ORDER_SHIPPING_FEE", "4.95"),
+            smtp_host=env.optional("SMTP_HOST") or "localhost",
+            smtp_port=env.integer("SMTP_PORT", 25),
+            smtp_username=env.optional("SMTP_USERNAME"),
+            smtp_password=env.optional("SMTP_PASSWORD"),
+            smtp_starttls=env.boolean("SMTP_STARTTLS", False),
+            receipt_email_from=env.optional("RECEIPT_EMAIL_FROM") or "receipts@shop.example",
+            payment_decline_tokens=env.token_set("PAYMENT_SIMULATOR_DECLINE_TOKENS"),
+            payment_outage_tokens=env.token_set("PAYMENT_SIMULATOR_OUTAGE_TOKENS"),
+            task_max_attempts=env.integer("TASK_MAX_ATTEMPTS", 5),
+            task_retry_min_backoff_seconds=env.number("TASK_RETRY_MIN_BACKOFF_SECONDS", 1.0),
+            task_retry_max_backoff_seconds=env.number("TASK_RETRY_MAX_BACKOFF_SECONDS", 30.0),
+            replay_queue_name=env.required("REPLAY_QUEUE_NAME"),
+            archive_max_messages=env.integer("DLQ_ARCHIVE_MAX_MESSAGES", 2000),
+            archive_max_seconds=env.number("DLQ_ARCHIVE_MAX_SECONDS", 240.0),
+        )
+
+
+def _service_bus(env: _Reader) -> ServiceBusConnectionSettings:
+    name = SERVICE_BUS_CONNECTION
+    settings = ServiceBusConnectionSettings(
+        connection_string=env.optional(name),
+        fully_qualified_namespace=env.optional(f"{name}__fullyQualifiedNamespace"),
+        client_id=env.optional(f"{name}__clientId"),
+    )
+    if not (settings.connection_string or settings.fully_qualified_namespace):
+        raise ConfigurationError(
+            f"Set {name} (a connection string) or {name}__fullyQualifiedNamespace "
+            "(identity-based, e.g. mynamespace.servicebus.windows.net)."
+        )
+    return settings
+
+
+def _storage(env: _Reader) -> StorageConnectionSettings:
+    name = STORAGE_CONNECTION
+    settings = StorageConnectionSettings(
+        connection_string=env.optional(name),
+        account_name=env.optional(f"{name}__accountName"),
+        table_service_uri=env.optional(f"{name}__tableServiceUri"),
+        blob_service_uri=env.optional(f"{name}__blobServiceUri"),
+        queue_service_uri=env.optional(f"{name}__queueServiceUri"),
+        client_id=env.optional(f"{name}__clientId"),
+    )
+    if not (settings.connection_string or settings.account_name or settings.table_service_uri):
+        raise ConfigurationError(
+            f"Set {name} (a connection string, UseDevelopmentStorage=true for Azurite) or "
+            f"{name}__accountName (identity-based)."
+        )
+    return settings
+
+
+class _Reader:
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = environ
+
+    def optional(self, name: str) -> str | None:
+        value = self._environ.get(name, "").strip()
+        return value or None
+
+    def required(self, name: str) -> str:
+        value = self.optional(name)
+        if value is None:
+            raise ConfigurationError(f"The app setting {name} is required but not set.")
+        return value
+
+    def integer(self, name: str, default: int) -> int:
+        value = self.optional(name)
+        if value is None:
+            return default
+        try:
+            return int(value)
+        except ValueError as error:
+            raise ConfigurationError(f"{name} must be a whole number, got {value!r}") from error
+
+    def number(self, name: str, default: float) -> float:
+        value = self.optional(name)
+        if value is None:
+            return default
+        try:
+            return float(value)
+        except ValueError as error:
+            raise ConfigurationError(f"{name} must be a number, got {value!r}") from error
+
+    def decimal(self, name: str, default: str) -> Decimal:
+        value = self.optional(name) or default
+        try:
+            result = Decimal(value)
+        except InvalidOperation as error:
+            raise ConfigurationError(f"{name} must be a decimal number, got {value!r}") from error
+        if not result.is_finite() or result < 0:
+            raise ConfigurationError(f"{name} must be zero or more, got {value!r}")
+        return result
+
+    def boolean(self, name: str, default: bool) -> bool:
+        value = self.optional(name)
+        if value is None:
+            return default
+        if value.lower() in ("1", "true", "yes"):
+            return True
+        if value.lower() in ("0", "false", "no"):
+            return False
+        raise ConfigurationError(f"{name} must be true or false, got {value!r}")
+
+    def token_set(self, name: str) -> frozenset[str]:
+        value = self.optional(name) or ""
+        return frozenset(token.strip() for token in value.split(",") if token.strip())

@@ -1,0 +1,1 @@
+"""Pure rules of the pipelines: no I/O, no Azure SDKs, no environment."""

@@ -1,0 +1,176 @@
+"""Dead letters at rest, and the failed sessions they belong to.
+
+A dead letter is archived as one row: the session is the partition and the sequence number the
+row, so a partition read in key order gives the session's messages in the order they were sent.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from .envelope import parse_task_message, routing_hint
+from .errors import MalformedMessage, PipelineError
+
+FAILED: Literal["failed"] = "failed"
+REPLAYED: Literal["replayed"] = "replayed"
+SESSION_FAILED = "SessionFailed"
+
+# Fixed namespace: the same (session, idempotency key) always yields the same new session id.
+_REPLAY_NAMESPACE = uuid.UUID("0b8a4f1e-34c5-4f8e-bb1c-9c6c1d6f7e21")
+
+
+def row_key(sequence_number: int) -> str:
+    """Zero-padded to 20 digits (a long's width), so string order is send order."""
+    return f"{sequence_number:020d}"
+
+
+def replay_session_id(session_id: str, idempotency_key: str) -> str:
+    """Deterministic: repeating a replay request under the same key reuses the session."""
+    name = "\n".join((session_id, idempotency_key))
+    return f"replay-{uuid.uuid5(_REPLAY_NAMESPACE, name)}"
+
+
+@dataclass(frozen=True)
+class ArchivedMessage:
+    queue: str
+    session_id: str | None
+    sequence_number: int
+    message_id: str | None
+    body: bytes
+    content_type: str | None
+    application_properties: Mapping[str, Any]
+    reason: str
+    description: str
+    enqueued_time: str | None
+    delivery_count: int | None
+    archived_at: str
+    job_id: str | None = None
+    task: str | None = None
+    step: int | None = None
+    is_last: bool = False
+    status: Literal["failed", "replayed"] = FAILED
+    replayed_session_id: str | None = None
+    replay_key: str | None = None
+    replayed_at: str | None = None
+
+    @property
+    def row_key(self) -> str:
+        return row_key(self.sequence_number)
+
+    def replayed(self, *, session_id: str, key: str, at: str) -> ArchivedMessage:
+        return replace(
+            self, status=REPLAYED, replayed_session_id=session_id, replay_key=key, replayed_at=at
+        )
+
+
+def routing_of(body: bytes, application_properties: Mapping[Any, Any]) -> dict[str, Any]:
+    """job_id, task, step and is_last of a dead letter: from its body when it parses,
+    else from its application properties, else unknown."""
+    try:
+        message = parse_task_message(body)
+    except MalformedMessage:
+        step, is_last = routing_hint(application_properties)
+        props = {str(k): v for k, v in application_properties.items()}
+        job_id, task = props.get("job_id"), props.get("task")
+        return {
+            "job_id": job_id if isinstance(job_id, str) else None,
+            "task": task if isinstance(task, str) else None,
+            "step": step,
+            "is_last": is_last,
+        }
+    return {
+        "job_id": message.job_id,
+        "task": message.task,
+        "step": message.step,
+        "is_last": message.is_last,
+    }
+
+
+@dataclass(frozen=True)
+class FailureRecord:
+    """What the processor knew when it marked the session failed: the first failure and the
+    context (order number, total, ...) that a replay must carry over."""
+
+    task: str
+    step: int | None
+    reason: str
+    description: str
+    at: str
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FailedSession:
+    """One failed session as an operator sees it."""
+
+    session_id: str
+    queue: str
+    failed_task: str | None
+    failed_step: int | None
+    reason: str
+    description: str
+    failed_at: str | None
+    message_count: int
+    has_last: bool
+    context: Mapping[str, Any]
+    status: Literal["failed", "replayed"] = FAILED
+    replayed_session_id: str | None = None
+    replay_key: str | None = None
+    replayed_at: str | None = None
+
+
+def summarize(
+    session_id: str, rows: Sequence[ArchivedMessage], record: FailureRecord | None
+) -> FailedSession:
+    """The operator's view of a session from its archived rows (in key order) and, when the
+    processor recorded one, its failure record."""
+    if not rows:
+        raise ValueError("a failed session has at least one archived message")
+    first_cause = next((r for r in rows if r.reason != SESSION_FAILED), rows[0])
+    replayed = [r for r in rows if r.status == REPLAYED]
+    last_replay = replayed[-1] if len(replayed) == len(rows) else None
+    return FailedSession(
+        session_id=session_id,
+        queue=rows[0].queue,
+        failed_task=record.task if record else first_cause.task,
+        failed_step=record.step if record else first_cause.step,
+        reason=record.reason if record else first_cause.reason,
+        description=record.description if record else first_cause.description,
+        failed_at=record.at if record else first_cause.enqueued_time,
+        message_count=len(rows),
+        has_last=any(r.is_last for r in rows),
+        context=dict(record.context) if record else {},
+        status=REPLAYED if last_replay else FAILED,
+        replayed_session_id=last_replay.replayed_session_id if last_replay else None,
+        replay_key=last_replay.replay_key if last_replay else None,
+        replayed_at=last_replay.replayed_at if last_replay else None,
+    )
+
+
+class SessionNotArchived(PipelineError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"No dead letters are archived for session {session_id!r}.")
+        self.session_id = session_id
+
+
+class ReplayIncomplete(PipelineError):
+    def __init__(self, session_id: str, count: int) -> None:
+        super().__init__(
+            f"The archive holds {count} message(s) of session {session_id!r} but not its last "
+            "one yet: the rest may still be on their way to the dead-letter queue. Wait for the "
+            "next archive run, or replay with force=true to send what is there."
+        )
+        self.session_id = session_id
+
+
+class AlreadyReplayed(PipelineError):
+    def __init__(self, session_id: str, replayed_session_id: str | None) -> None:
+        super().__init__(
+            f"Session {session_id!r} was already replayed as {replayed_session_id!r} under "
+            "another Idempotency-Key. Replay that session instead if it failed again."
+        )
+        self.session_id = session_id
+        self.replayed_session_id = replayed_session_id

@@ -1,0 +1,94 @@
+"""An order as the HTTP API accepts it, checked field by field."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidInput
+
+MAX_LINES = 100
+MAX_QUANTITY = 1000
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_CURRENCY = re.compile(r"^[A-Z]{3}$")
+_SKU = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class OrderLine:
+    sku: str
+    quantity: int
+
+
+@dataclass(frozen=True)
+class Order:
+    customer_email: str
+    customer_name: str
+    card_token: str
+    currency: str
+    lines: tuple[OrderLine, ...]
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "customer_email": self.customer_email,
+            "customer_name": self.customer_name,
+            "card_token": self.card_token,
+            "currency": self.currency,
+            "lines": [{"sku": line.sku, "quantity": line.quantity} for line in self.lines],
+        }
+
+
+def parse_order(document: Any) -> Order:
+    """Raise ``InvalidInput`` naming the first field that is wrong, and how to fix it."""
+    if not isinstance(document, Mapping):
+        raise InvalidInput("body", "must be a JSON object")
+    email = _required_str(document, "customer_email")
+    if not _EMAIL.match(email):
+        raise InvalidInput("customer_email", "must be an e-mail address like ada@example.com")
+    name = _required_str(document, "customer_name")
+    card_token = _required_str(document, "card_token")
+    currency = _required_str(document, "currency")
+    if not _CURRENCY.match(currency):
+        raise InvalidInput("currency", "must be a three-letter ISO 4217 code such as EUR")
+    raw_lines = document.get("lines")
+    if not isinstance(raw_lines, list):
+        raise InvalidInput("lines", "is required: an array of {sku, quantity}")
+    if not raw_lines:
+        raise InvalidInput("lines", "must hold at least one line")
+    if len(raw_lines) > MAX_LINES:
+        raise InvalidInput("lines", f"must hold at most {MAX_LINES} lines")
+    lines = tuple(_parse_line(raw, f"lines[{index}]") for index, raw in enumerate(raw_lines))
+    return Order(email, name, card_token, currency, lines)
+
+
+def _parse_line(raw: Any, where: str) -> OrderLine:
+    if not isinstance(raw, Mapping):
+        raise InvalidInput(where, "must be an object {sku, quantity}")
+    sku = _required_str(raw, "sku", where=where)
+    if not _SKU.match(sku):
+        raise InvalidInput(f"{where}.sku", "must be 1-64 letters, digits, '.', '_' or '-'")
+    quantity = raw.get("quantity")
+    if not isinstance(quantity, int) or isinstance(quantity, bool):
+        raise InvalidInput(f"{where}.quantity", "is required: a whole number")
+    if quantity < 1:
+        raise InvalidInput(f"{where}.quantity", f"must be at least 1, got {quantity}")
+    if quantity > MAX_QUANTITY:
+        raise InvalidInput(f"{where}.quantity", f"must be at most {MAX_QUANTITY}")
+    return OrderLine(sku, quantity)
+
+
+def _required_str(document: Mapping[str, Any], name: str, *, where: str = "") -> str:
+    path = f"{where}.{name}" if where else name
+    value = document.get(name)
+    if value is None:
+        raise InvalidInput(path, "is required")
+    if not isinstance(value, str):
+        raise InvalidInput(path, "must be a string")
+    value = value.strip()
+    if not value:
+        raise InvalidInput(path, "must not be empty")
+    if len(value) > 256:
+        raise InvalidInput(path, "must be at most 256 characters")
+    return value

@@ -1,0 +1,26 @@
+"""What a payment provider can answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from .errors import PermanentTaskError, TransientTaskError
+
+
+@dataclass(frozen=True)
+class Charge:
+    charge_id: str
+    idempotency_key: str
+    amount: Decimal
+    currency: str
+
+
+class PaymentDeclined(PermanentTaskError):
+    def __init__(self, description: str) -> None:
+        super().__init__("PaymentDeclined", description)
+
+
+class PaymentProviderUnavailable(TransientTaskError):
+    def __init__(self, description: str) -> None:
+        super().__init__("PaymentProviderUnavailable", description)
