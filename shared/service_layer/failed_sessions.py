@@ -1,0 +1,41 @@
+"""The operator's view of failed sessions: list, inspect, and group after an incident."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from .ports import DeadLetterArchive
+
+MAX_PAGE_SIZE = 200
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    queue: str
+    failed_task: str | None
+    reason: str
+    sessions: int
+
+
+def group_failed_sessions(
+    archive: DeadLetterArchive, *, status: str | None = "failed", queue: str | None = None
+) -> list[FailureGroup]:
+    """Counts of sessions by (queue, failed task, reason), largest first: "42 sessions failed
+    at ProcessPayment: PaymentProviderUnavailable"."""
+    counts: Counter[tuple[str, str | None, str]] = Counter()
+    continuation: str | None = None
+    while True:
+        page = archive.list_summaries(
+            status=status, queue=queue, page_size=MAX_PAGE_SIZE, continuation=continuation
+        )
+        counts.update((s.queue, s.failed_task, s.reason) for s in page.items)
+        continuation = page.continuation
+        if not continuation:
+            break
+    return [
+        FailureGroup(queue, task, reason, n)
+        for (queue, task, reason), n in sorted(
+            counts.items(), key=lambda item: (-item[1], item[0][0], item[0][1] or "", item[0][2])
+        )
+    ]

@@ -1,0 +1,45 @@
+"""What became of the rows of a product import, as the import tasks recorded it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..domain.envelope import TaskMessage
+from .ports import ImportProgress
+from .processor import IncomingMessage, Observer, Outcome
+
+IMPORTED = "imported"
+FAILED = "failed"
+
+
+def import_progress_observer(progress: ImportProgress) -> Observer:
+    """Records each row's outcome before its message is settled. A redelivery of a finished
+    row records nothing; a re-recorded row overwrites itself (upsert), so counts stay exact."""
+
+    def observe(
+        incoming: IncomingMessage,
+        message: TaskMessage | None,
+        outcome: Outcome,
+        reason: str | None,
+    ) -> None:
+        if outcome is Outcome.ALREADY_DONE:
+            return
+        properties = _plain(incoming.application_properties)
+        job_id = message.job_id if message else properties.get("job_id")
+        if not isinstance(job_id, str):
+            return  # nothing says which import this unreadable message belonged to
+        step = message.step if message else properties.get("step")
+        progress.record(
+            job_id,
+            incoming.session_id,
+            step if isinstance(step, int) and not isinstance(step, bool) else None,
+            status=IMPORTED if outcome is Outcome.COMPLETED else FAILED,
+            reason=reason,
+        )
+
+    return observe
+
+
+def _plain(properties: Mapping[Any, Any]) -> dict[str, Any]:
+    return {(k.decode() if isinstance(k, bytes) else str(k)): v for k, v in properties.items()}

@@ -1,0 +1,219 @@
+"""The outside world as the services see it. Each port has a real adapter in
+``shared.adapters`` and an in-memory twin in ``tests/fakes.py`` for unit tests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Generic, Protocol, TypeVar
+
+from ..domain.archive import ArchivedMessage, FailedSession, FailureRecord
+from ..domain.envelope import TaskMessage
+from ..domain.payments import Charge
+from ..domain.products import Product
+from ..domain.receipts import Receipt
+from ..domain.replays import ReplayRequest
+
+
+class SessionActions(Protocol):
+    """What the processor may do with the session and the message it is handling."""
+
+    def get_state(self) -> bytes | None: ...
+
+    def set_state(self, state: bytes | None) -> None: ...
+
+    def complete(self) -> None: ...
+
+    def abandon(self) -> None: ...
+
+    def dead_letter(self, reason: str, description: str) -> None: ...
+
+
+class OrderNumbers(Protocol):
+    def allocate(self, job_id: str) -> str:
+        """A new unique order number for the job; the same one again for the same job."""
+        ...
+
+
+class ProductCatalog(Protocol):
+    def find(self, skus: Sequence[str]) -> dict[str, Product]:
+        """The products that exist among ``skus`` (missing ones are left out)."""
+        ...
+
+    def upsert(self, product: Product) -> None: ...
+
+
+class PaymentGateway(Protocol):
+    def charge(
+        self, *, idempotency_key: str, card_token: str, amount: Decimal, currency: str
+    ) -> Charge:
+        """Charge once per idempotency key: a repeat returns the first charge.
+        Raises ``PaymentDeclined`` or ``PaymentProviderUnavailable``."""
+        ...
+
+
+class ReceiptStore(Protocol):
+    def save(self, order_number: str, pdf: bytes) -> str:
+        """Store (overwrite) the receipt and return where it is."""
+        ...
+
+    def load(self, order_number: str) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Attachment:
+    filename: str
+    content_type: str
+    content: bytes
+
+
+@dataclass(frozen=True)
+class Email:
+    to: str
+    subject: str
+    text: str
+    message_id: str  # deterministic, so a re-sent copy can be recognised by the recipient
+    attachments: tuple[Attachment, ...] = field(default_factory=tuple)
+
+
+class EmailSender(Protocol):
+    def send(self, email: Email) -> None: ...
+
+
+class TaskSender(Protocol):
+    def send_session(
+        self, queue_name: str, session_id: str, messages: Sequence[TaskMessage]
+    ) -> None:
+        """Send the messages of one session, in order, all or none."""
+        ...
+
+
+class ReceiptRenderer(Protocol):
+    def render(self, receipt: Receipt) -> bytes:
+        """The receipt as a PDF document."""
+        ...
+
+
+# -- dead letters, the archive and replay ---------------------------------------------------
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    continuation: str | None = None  # opaque; pass it back for the next page
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A message received (peek-locked) from a queue's dead-letter sub-queue."""
+
+    queue: str
+    session_id: str | None
+    sequence_number: int
+    message_id: str | None
+    body: bytes
+    content_type: str | None
+    application_properties: Mapping[str, Any]
+    reason: str | None
+    description: str | None
+    enqueued_time: datetime | None
+    delivery_count: int | None
+    handle: Any = field(default=None, compare=False, repr=False)  # the adapter's own message
+
+
+class DeadLetterReader(Protocol):
+    def receive(self, max_messages: int) -> list[DeadLetter]:
+        """Up to ``max_messages`` peek-locked dead letters; an empty list when there are none."""
+        ...
+
+    def complete(self, letters: Sequence[DeadLetter]) -> None: ...
+
+
+class DeadLetterSource(Protocol):
+    def open(self, queue: str) -> AbstractContextManager[DeadLetterReader]: ...
+
+
+class DeadLetterArchive(Protocol):
+    def save(self, rows: Sequence[ArchivedMessage]) -> int:
+        """Upsert the rows of one session; return how many transactions it took."""
+        ...
+
+    def list_session(self, session_id: str) -> list[ArchivedMessage]:
+        """The session's rows in send order; empty when none are archived."""
+        ...
+
+    def mark_replayed(self, rows: Sequence[ArchivedMessage]) -> None: ...
+
+    def get_record(self, session_id: str) -> FailureRecord | None: ...
+
+    def save_summary(self, summary: FailedSession) -> None: ...
+
+    def get_summary(self, session_id: str) -> FailedSession:
+        """Raises ``SessionNotArchived``."""
+        ...
+
+    def list_summaries(
+        self,
+        *,
+        queue: str | None = None,
+        task: str | None = None,
+        reason: str | None = None,
+        status: str | None = None,
+        page_size: int = 50,
+        continuation: str | None = None,
+    ) -> Page[FailedSession]: ...
+
+
+class FailureJournal(Protocol):
+    def record(self, session_id: str, record: FailureRecord) -> None:
+        """Keep what a replay will need; called when a session is first marked failed."""
+        ...
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    body: bytes
+    message_id: str
+    content_type: str | None = None
+    application_properties: Mapping[str, Any] = field(default_factory=dict)
+
+
+class MessageResender(Protocol):
+    def resend(self, queue_name: str, session_id: str, messages: Sequence[OutgoingMessage]) -> None:
+        """Send raw messages under ``session_id``, in order."""
+        ...
+
+
+class SessionSeeder(Protocol):
+    def seed(self, queue_name: str, session_id: str, state: bytes) -> None:
+        """Set the state of a session that has no messages yet."""
+        ...
+
+
+class ReplayRequestStore(Protocol):
+    def save(self, request: ReplayRequest) -> None: ...
+
+    def get(self, request_id: str) -> ReplayRequest:
+        """Raises ``ReplayRequestNotFound``."""
+        ...
+
+
+class ReplayQueue(Protocol):
+    def enqueue(self, request_id: str) -> None: ...
+
+
+class ImportProgress(Protocol):
+    def record(
+        self, job_id: str, session_id: str, step: int | None, *, status: str, reason: str | None
+    ) -> None:
+        """Upsert the outcome of one import row ("imported" or "failed")."""
+        ...
+
+    def counts(self, job_id: str) -> dict[str, int]:
+        """How many rows of the job ended in each status; empty when none did yet."""
+        ...
