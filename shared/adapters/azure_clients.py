@@ -1,0 +1,176 @@
+"""Clients for Storage and Service Bus, built from the connection settings.
+
+A connection string wins when set (``UseDevelopmentStorage=true`` means Azurite on its
+default ports); otherwise the connection is identity-based, with ``DefaultAzureCredential``
+(the user-assigned managed identity when a client id is set). The names of the tables and
+containers the app uses live here, in one place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+
+from azure.core.credentials import TokenCredential
+from azure.core.exceptions import ResourceExistsError
+from azure.data.tables import TableServiceClient
+from azure.servicebus import ServiceBusClient
+from azure.storage.blob import BlobServiceClient
+from azure.storage.queue import QueueServiceClient
+
+from ..config import (
+    STORAGE_CONNECTION,
+    ConfigurationError,
+    ServiceBusConnectionSettings,
+    StorageConnectionSettings,
+)
+
+PRODUCTS_TABLE = "products"
+ORDER_NUMBERS_TABLE = "ordernumbers"
+PAYMENTS_TABLE = "simulatedpayments"
+RECEIPTS_CONTAINER = "receipts"
+
+DEAD_LETTERS_TABLE = "deadletters"
+FAILED_SESSIONS_TABLE = "failedsessions"
+REPLAY_REQUESTS_TABLE = "replayrequests"
+IMPORT_PROGRESS_TABLE = "importprogress"
+IMPORT_JOBS_TABLE = "importjobs"  # manifests written by the Spark import job
+DEAD_LETTER_BODIES_CONTAINER = "deadletter-bodies"
+
+APP_TABLES = (
+    PRODUCTS_TABLE,
+    ORDER_NUMBERS_TABLE,
+    PAYMENTS_TABLE,
+    DEAD_LETTERS_TABLE,
+    FAILED_SESSIONS_TABLE,
+    REPLAY_REQUESTS_TABLE,
+    IMPORT_PROGRESS_TABLE,
+    IMPORT_JOBS_TABLE,
+)
+APP_CONTAINERS = (RECEIPTS_CONTAINER, DEAD_LETTER_BODIES_CONTAINER)
+
+# The well-known development account of Azurite (public, documented, not a secret).
+AZURITE_ACCOUNT_NAME = "devstoreaccount1"
+AZURITE_ACCOUNT_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+
+def azurite_connection_string(
+    *,
+    host: str = "127.0.0.1",
+    blob_port: int = 10000,
+    queue_port: int = 10001,
+    table_port: int = 10002,
+) -> str:
+    """The full connection string of an Azurite instance (what ``UseDevelopmentStorage=true``
+    stands for when the ports are the defaults)."""
+    base = f"http://{host}"
+    return (
+        f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT_NAME};"
+        f"AccountKey={AZURITE_ACCOUNT_KEY};"
+        f"BlobEndpoint={base}:{blob_port}/{AZURITE_ACCOUNT_NAME};"
+        f"QueueEndpoint={base}:{queue_port}/{AZURITE_ACCOUNT_NAME};"
+        f"TableEndpoint={base}:{table_port}/{AZURITE_ACCOUNT_NAME}"
+    )
+
+
+def table_service(settings: StorageConnectionSettings) -> TableServiceClient:
+    connection_string = _storage_connection_string(settings)
+    if connection_string:
+        return TableServiceClient.from_connection_string(connection_string)
+    return TableServiceClient(
+        endpoint=_service_uri(settings, "table", settings.table_service_uri),
+        credential=_credential(settings.client_id),
+    )
+
+
+def blob_service(settings: StorageConnectionSettings) -> BlobServiceClient:
+    connection_string = _storage_connection_string(settings)
+    if connection_string:
+        return BlobServiceClient.from_connection_string(connection_string)
+    return BlobServiceClient(
+        account_url=_service_uri(settings, "blob", settings.blob_service_uri),
+        credential=_credential(settings.client_id),
+    )
+
+
+def queue_service(settings: StorageConnectionSettings) -> QueueServiceClient:
+    connection_string = _storage_connection_string(settings)
+    if connection_string:
+        return QueueServiceClient.from_connection_string(connection_string)
+    return QueueServiceClient(
+        account_url=_service_uri(settings, "queue", settings.queue_service_uri),
+        credential=_credential(settings.client_id),
+    )
+
+
+def service_bus_client(settings: ServiceBusConnectionSettings) -> ServiceBusClient:
+    """A client for a connection string (also the local emulator's) or, without one, for the
+    namespace with the app's identity."""
+    if settings.connection_string:
+        return ServiceBusClient.from_connection_string(settings.connection_string)
+    if not settings.fully_qualified_namespace:
+        raise ConfigurationError(
+            "The Service Bus connection has neither a connection string nor a "
+            "fullyQualifiedNamespace."
+        )
+    return ServiceBusClient(
+        fully_qualified_namespace=settings.fully_qualified_namespace,
+        credential=_credential(settings.client_id),
+    )
+
+
+def ensure_storage(
+    table_service: TableServiceClient,
+    blob_service: BlobServiceClient,
+    queue_service: QueueServiceClient | None = None,
+    *,
+    tables: Iterable[str] = APP_TABLES,
+    containers: Iterable[str] = APP_CONTAINERS,
+    queues: Iterable[str] = (),
+) -> None:
+    """Create the tables, containers and queues that do not exist yet. Safe to call again and
+    from several workers at once: what already exists is left as it is."""
+    for table in tables:
+        table_service.create_table_if_not_exists(table)
+    for container in containers:
+        with contextlib.suppress(ResourceExistsError):
+            blob_service.create_container(container)
+    queue_names = list(queues)
+    if not queue_names:
+        return
+    if queue_service is None:
+        raise ValueError(f"queues {queue_names} were asked for but no queue service was given")
+    for queue in queue_names:
+        with contextlib.suppress(ResourceExistsError):
+            queue_service.create_queue(queue)
+
+
+def _storage_connection_string(settings: StorageConnectionSettings) -> str | None:
+    value = (settings.connection_string or "").strip()
+    if not value:
+        return None
+    # Only the table SDK knows the shorthand, and only without a trailing ';': expand it once
+    # here so every client reads the same account.
+    if value.rstrip(";").replace(" ", "").lower() == "usedevelopmentstorage=true":
+        return azurite_connection_string()
+    return value
+
+
+def _service_uri(settings: StorageConnectionSettings, service: str, explicit: str | None) -> str:
+    if explicit:
+        return explicit
+    if settings.account_name:
+        return f"https://{settings.account_name}.{service}.core.windows.net"
+    raise ConfigurationError(
+        f"Set {STORAGE_CONNECTION}__{service}ServiceUri or {STORAGE_CONNECTION}__accountName: "
+        f"the {service} service has no address."
+    )
+
+
+def _credential(client_id: str | None) -> TokenCredential:
+    # Imported here: azure.identity is slow to import and only identity-based setups need it.
+    from azure.identity import DefaultAzureCredential
+
+    return DefaultAzureCredential(managed_identity_client_id=client_id)

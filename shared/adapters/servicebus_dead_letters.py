@@ -1,0 +1,138 @@
+"""Service Bus adapters for the archive and replay: the dead-letter reader, the raw resender
+and the session seeder, all on the azure-servicebus SDK."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from azure.servicebus import (
+    ServiceBusClient,
+    ServiceBusMessage,
+    ServiceBusReceivedMessage,
+    ServiceBusReceiver,
+    ServiceBusSubQueue,
+)
+from azure.servicebus.exceptions import MessageSizeExceededError
+
+from ..service_layer.ports import DeadLetter, OutgoingMessage
+
+RECEIVE_WAIT_SECONDS = 2.0
+
+
+def message_body(message: ServiceBusReceivedMessage) -> bytes:
+    """The body as bytes, whatever section carried it."""
+    body: Any = message.body
+    if isinstance(body, bytes | bytearray):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if body is None:
+        return b""
+    return b"".join(bytes(chunk) for chunk in body)
+
+
+def plain_properties(properties: Mapping[Any, Any] | None) -> dict[str, Any]:
+    """Application properties with str keys and JSON-friendly values."""
+    result: dict[str, Any] = {}
+    for key, value in (properties or {}).items():
+        name = key.decode("utf-8") if isinstance(key, bytes) else str(key)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", errors="replace")
+        elif isinstance(value, dt.datetime | dt.timedelta | dt.date):
+            value = str(value)
+        result[name] = value
+    return result
+
+
+class ServiceBusDeadLetterReader:
+    def __init__(self, queue: str, receiver: ServiceBusReceiver) -> None:
+        self._queue = queue
+        self._receiver = receiver
+
+    def receive(self, max_messages: int) -> list[DeadLetter]:
+        messages = self._receiver.receive_messages(
+            max_message_count=max_messages, max_wait_time=RECEIVE_WAIT_SECONDS
+        )
+        return [self._letter(message) for message in messages]
+
+    def complete(self, letters: Sequence[DeadLetter]) -> None:
+        for letter in letters:
+            self._receiver.complete_message(letter.handle)
+
+    def _letter(self, message: ServiceBusReceivedMessage) -> DeadLetter:
+        return DeadLetter(
+            queue=self._queue,
+            session_id=message.session_id,
+            sequence_number=message.sequence_number or 0,
+            message_id=message.message_id,
+            body=message_body(message),
+            content_type=message.content_type,
+            application_properties=plain_properties(message.application_properties),
+            reason=message.dead_letter_reason,
+            description=message.dead_letter_error_description,
+            enqueued_time=message.enqueued_time_utc,
+            delivery_count=message.delivery_count,
+            handle=message,
+        )
+
+
+class ServiceBusDeadLetterSource:
+    """Peek-locks messages from ``<queue>/$DeadLetterQueue`` (never a session entity)."""
+
+    def __init__(self, client: ServiceBusClient) -> None:
+        self._client = client
+
+    @contextmanager
+    def open(self, queue: str) -> Iterator[ServiceBusDeadLetterReader]:
+        with self._client.get_queue_receiver(
+            queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER, prefetch_count=0
+        ) as receiver:
+            yield ServiceBusDeadLetterReader(queue, receiver)
+
+
+class ServiceBusResender:
+    """Sends raw messages under a session id, in order, in as few batches as fit."""
+
+    def __init__(self, client: ServiceBusClient) -> None:
+        self._client = client
+
+    def resend(self, queue_name: str, session_id: str, messages: Sequence[OutgoingMessage]) -> None:
+        if not messages:
+            return
+        with self._client.get_queue_sender(queue_name) as sender:
+            batch = sender.create_message_batch()
+            for outgoing in messages:
+                properties: dict[str | bytes, Any] = {
+                    key: value for key, value in outgoing.application_properties.items()
+                }
+                message = ServiceBusMessage(
+                    outgoing.body,
+                    session_id=session_id,
+                    message_id=outgoing.message_id,
+                    content_type=outgoing.content_type,
+                    application_properties=properties,
+                )
+                try:
+                    batch.add_message(message)
+                except MessageSizeExceededError:
+                    sender.send_messages(batch)
+                    batch = sender.create_message_batch()
+                    batch.add_message(message)  # a single message too large raises here
+            sender.send_messages(batch)
+
+
+class ServiceBusSessionSeeder:
+    """Sets the state of a session before its first message is sent."""
+
+    def __init__(self, client: ServiceBusClient) -> None:
+        self._client = client
+
+    def seed(self, queue_name: str, session_id: str, state: bytes) -> None:
+        with self._client.get_queue_receiver(
+            queue_name, session_id=session_id, max_wait_time=5
+        ) as receiver:
+            session = receiver.session
+            session.set_state(state)

@@ -1,0 +1,62 @@
+"""Task messages onto a session-enabled Service Bus queue."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusMessageBatch
+from azure.servicebus.exceptions import MessageSizeExceededError
+
+from ..domain.envelope import CONTENT_TYPE, TaskMessage
+from ..domain.errors import PipelineError
+
+
+class SessionTooLarge(PipelineError):
+    """The messages of one session do not fit in one batch, so they cannot be sent atomically."""
+
+
+class ServiceBusTaskSender:
+    def __init__(self, client: ServiceBusClient) -> None:
+        self._client = client
+
+    def send_session(
+        self, queue_name: str, session_id: str, messages: Sequence[TaskMessage]
+    ) -> None:
+        """Send the messages in order as one batch: the queue gets all of them or none.
+        Raises ``SessionTooLarge`` (sending nothing) when they do not fit in one batch."""
+        if not messages:
+            return
+        with self._client.get_queue_sender(queue_name) as sender:
+            batch = sender.create_message_batch()
+            fill_batch(batch, session_id, messages)
+            sender.send_messages(batch)
+
+
+def to_service_bus_message(session_id: str, message: TaskMessage) -> ServiceBusMessage:
+    """The body is the task as JSON; the routing fields are repeated as application
+    properties, and the message id is deterministic so duplicate detection catches a
+    re-send."""
+    properties: dict[str | bytes, Any] = dict(message.application_properties().items())
+    return ServiceBusMessage(
+        message.to_json(),
+        session_id=session_id,
+        message_id=message.message_id(),
+        application_properties=properties,
+        content_type=CONTENT_TYPE,
+    )
+
+
+def fill_batch(
+    batch: ServiceBusMessageBatch, session_id: str, messages: Sequence[TaskMessage]
+) -> None:
+    """Add the messages to ``batch`` in order, or raise ``SessionTooLarge``."""
+    for index, message in enumerate(messages):
+        try:
+            batch.add_message(to_service_bus_message(session_id, message))
+        except MessageSizeExceededError as error:
+            raise SessionTooLarge(
+                f"Session {session_id} has {len(messages)} messages but only {index} fit in "
+                f"one Service Bus batch of {batch.max_size_in_bytes} bytes, so nothing was "
+                "sent. Split the job into smaller sessions (fewer rows per import)."
+            ) from error

@@ -1,0 +1,27 @@
+"""Table keys built from outside values (job ids, idempotency keys).
+
+Azure Tables forbids ``/``, ``\\``, ``#``, ``?`` and control characters in keys and caps them at
+1 KiB. Values made only of safe characters are used as they are, so the table stays readable;
+anything else is base64url-encoded behind a ``~`` that a plain value can never start with, so
+two different values never share a key. Keys an adapter keeps for itself start with ``!``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+
+_PLAIN = re.compile(r"^[A-Za-z0-9._:@-]{1,256}$")
+_MAX_ENCODED = 512
+
+
+def escape_key(value: str) -> str:
+    """A valid, injective PartitionKey/RowKey for ``value``."""
+    if _PLAIN.match(value):
+        return value
+    encoded = base64.urlsafe_b64encode(value.encode("utf-8")).decode("ascii").rstrip("=")
+    if len(encoded) <= _MAX_ENCODED:
+        return f"~{encoded}"
+    # Too long to keep whole: a digest is still unique for any practical purpose.
+    return f"~sha256-{hashlib.sha256(value.encode('utf-8')).hexdigest()}"

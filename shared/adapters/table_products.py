@@ -1,0 +1,55 @@
+"""The product catalog in Azure Tables: one entity per SKU."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import Decimal
+
+from azure.core.exceptions import ResourceNotFoundError
+from azure.data.tables import TableClient, UpdateMode
+
+from ..domain.products import Product
+from .table_keys import escape_key
+
+_ROW = "product"
+
+
+class TableProductCatalog:
+    """Each product is its own partition (PartitionKey = SKU), so imports of many rows do not
+    contend and a lookup is a point read. Prices are stored as text: a table double would
+    turn 19.99 into 19.989999..., and money must stay exact."""
+
+    def __init__(self, table: TableClient) -> None:
+        self._table = table
+
+    def find(self, skus: Sequence[str]) -> dict[str, Product]:
+        """The products that exist among ``skus``; unknown SKUs are left out."""
+        found: dict[str, Product] = {}
+        for sku in dict.fromkeys(skus):
+            try:
+                entity = self._table.get_entity(escape_key(sku), _ROW)
+            except ResourceNotFoundError:
+                continue
+            found[sku] = Product(
+                sku=str(entity["Sku"]),
+                name=str(entity["Name"]),
+                price=Decimal(str(entity["Price"])),
+                currency=str(entity["Currency"]),
+                description=str(entity.get("Description") or ""),
+            )
+        return found
+
+    def upsert(self, product: Product) -> None:
+        """Create or replace the product: importing the same row twice leaves one product."""
+        self._table.upsert_entity(
+            {
+                "PartitionKey": escape_key(product.sku),
+                "RowKey": _ROW,
+                "Sku": product.sku,
+                "Name": product.name,
+                "Price": str(product.price),
+                "Currency": product.currency,
+                "Description": product.description,
+            },
+            mode=UpdateMode.REPLACE,
+        )
