@@ -1,0 +1,21 @@
+"""The Functions app: creates the app, sets up logging and registers the blueprints.
+
+Nothing else happens at import: clients are built on first use by ``shared.bootstrap``.
+
+The Service Bus triggers use the SDK-type binding (azurefunctions-extensions-bindings-servicebus):
+importing the package in the trigger modules is all it needs, no app setting.
+``PYTHON_ENABLE_INIT_INDEXING`` is for HTTP streaming, which this app does not use.
+"""
+
+import logging
+
+import azure.functions as func
+
+from shared.entrypoints import orders_http, product_import_tasks, purchase_tasks
+
+logging.getLogger("azure").setLevel(logging.WARNING)  # the SDKs log every HTTP call at INFO
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+app.register_functions(orders_http.bp)
+app.register_functions(purchase_tasks.bp)
+app.register_functions(product_import_tasks.bp)

@@ -1,0 +1,102 @@
+"""Adapt the Functions Service Bus SDK-type binding to the processor's ``SessionActions`` port.
+
+The binding gives the user function an ``azure.servicebus.ServiceBusReceivedMessage`` (built
+from the raw AMQP message) and a ``ServiceBusMessageActions`` that settles through the host's
+gRPC Settlement service. Everything here is about that translation; no decisions are made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from azure.servicebus import ServiceBusReceivedMessage
+from azurefunctions.extensions.bindings.protos.settlement_pb2 import GetSessionStateRequest
+from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
+from azurefunctions.extensions.bindings.servicebus.serviceBusMessageActions import (
+    SettlementError,
+)
+
+from ..service_layer.processor import IncomingMessage
+
+
+class FunctionSessionActions:
+    """The ``SessionActions`` port over one received message and the host's settlement client.
+
+    Settlement errors surface as the extension's ``SettlementError``: the function then fails,
+    and the host releases the lock, so the message is redelivered (the processor is safe to
+    re-run).
+    """
+
+    def __init__(self, actions: ServiceBusMessageActions, message: ServiceBusReceivedMessage):
+        if not message.session_id:
+            raise ValueError("The message has no session id: is the queue session-enabled?")
+        self._actions = actions
+        self._message = message
+        self._session_id: str = message.session_id
+
+    def get_state(self) -> bytes | None:
+        getter = getattr(self._actions, "get_session_state", None)
+        state = getter(self._session_id) if getter is not None else self._get_state_over_grpc()
+        return bytes(state) if state else None  # the host returns b"" for "no state"
+
+    def set_state(self, state: bytes | None) -> None:
+        # The settlement service has no "delete": an empty state is how a session is cleared.
+        self._actions.set_session_state(self._session_id, state or b"")
+
+    def complete(self) -> None:
+        self._actions.complete(self._message)
+
+    def abandon(self) -> None:
+        self._actions.abandon(self._message)
+
+    def dead_letter(self, reason: str, description: str) -> None:
+        self._actions.deadletter(
+            self._message, deadletter_reason=reason, deadletter_error_description=description
+        )
+
+    def _get_state_over_grpc(self) -> bytes:
+        # azurefunctions-extensions-bindings-servicebus 1.0.0b2 has set_session_state but no
+        # getter, although the host's Settlement service defines GetSessionState. Call it on
+        # the stub the class already holds; drop this once the package ships the getter.
+        try:
+            request = GetSessionStateRequest()
+            request.sessionId = self._session_id
+            response = self._actions._client.GetSessionState(request)
+        except Exception as error:
+            raise SettlementError(
+                "get_session_state",
+                f"Failed to get state for session {self._session_id}",
+                error,
+            ) from error
+        return bytes(response.sessionState)
+
+
+def incoming_message(message: ServiceBusReceivedMessage) -> IncomingMessage:
+    """What the processor needs from the SDK message. ``attempt`` is 1 on first delivery
+    (the AMQP delivery count starts at 0)."""
+    return IncomingMessage(
+        body=_body_bytes(message.body),
+        session_id=message.session_id or "",
+        attempt=(message.delivery_count or 0) + 1,
+        message_id=str(message.message_id) if message.message_id is not None else None,
+        application_properties={
+            _text(key): value for key, value in (message.application_properties or {}).items()
+        },
+    )
+
+
+def _body_bytes(body: Any) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, bytes | bytearray | memoryview):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if isinstance(body, Iterable):  # a data body: a generator of byte chunks
+        return b"".join(_body_bytes(chunk) for chunk in body)
+    raise TypeError(f"Unsupported message body type {type(body).__name__}")
+
+
+def _text(key: Any) -> Any:
+    return key.decode("utf-8") if isinstance(key, bytes) else key
