@@ -1,0 +1,177 @@
+"""Real azure.functions and azure.servicebus objects, a real in-process gRPC Settlement server
+standing in for the Functions host, and in-memory twins behind the services."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from concurrent import futures
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import pytest
+from azure.servicebus import ServiceBusReceivedMessage
+from azure.servicebus._pyamqp.message import Header, Message, Properties
+from azurefunctions.extensions.bindings.protos import settlement_pb2, settlement_pb2_grpc
+from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
+from google.protobuf.empty_pb2 import Empty
+
+from shared.bootstrap import Container, use_container
+from shared.config import Settings
+from shared.domain.errors import PermanentTaskError, TransientTaskError
+from shared.domain.pipelines import PRODUCT_IMPORT, PURCHASE
+from shared.service_layer.processor import (
+    FailurePolicy,
+    RetryPolicy,
+    SessionProcessor,
+    TaskInvocation,
+)
+from tests.fakes import InMemoryTaskSender
+
+SETTINGS = {
+    "PURCHASE_QUEUE_NAME": "purchase-tasks",
+    "IMPORT_QUEUE_NAME": "product-import-tasks",
+    "REPLAY_QUEUE_NAME": "replay-requests",
+    "ServiceBusConnection": "Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=v;"
+    "UseDevelopmentEmulator=true;",
+    "AzureWebJobsStorage": "UseDevelopmentStorage=true",
+}
+
+
+@dataclass
+class RecordingSettlement(settlement_pb2_grpc.SettlementServicer):
+    """The host's Settlement service: records each call and keeps session state by id."""
+
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+    states: dict[str, bytes] = field(default_factory=dict)
+
+    def Complete(self, request: Any, context: Any) -> Empty:
+        self.calls.append(("complete", request.locktoken))
+        return Empty()
+
+    def Abandon(self, request: Any, context: Any) -> Empty:
+        self.calls.append(("abandon", request.locktoken))
+        return Empty()
+
+    def Deadletter(self, request: Any, context: Any) -> Empty:
+        reason = request.deadletterReason.value
+        description = request.deadletterErrorDescription.value
+        self.calls.append(("deadletter", (request.locktoken, reason, description)))
+        return Empty()
+
+    def GetSessionState(self, request: Any, context: Any) -> Any:
+        self.calls.append(("get_session_state", request.sessionId))
+        return settlement_pb2.GetSessionStateResponse(
+            sessionState=self.states.get(request.sessionId, b"")
+        )
+
+    def SetSessionState(self, request: Any, context: Any) -> Empty:
+        self.calls.append(("set_session_state", (request.sessionId, request.sessionState)))
+        if request.sessionState:
+            self.states[request.sessionId] = request.sessionState
+        else:
+            self.states.pop(request.sessionId, None)
+        return Empty()
+
+    def settlements(self) -> list[tuple[str, Any]]:
+        return [c for c in self.calls if c[0] in ("complete", "abandon", "deadletter")]
+
+
+@pytest.fixture(scope="session")
+def settlement_server() -> Iterator[tuple[RecordingSettlement, str]]:
+    servicer = RecordingSettlement()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    settlement_pb2_grpc.add_SettlementServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield servicer, f"127.0.0.1:{port}"
+    server.stop(grace=None)
+
+
+@pytest.fixture
+def settlement(
+    settlement_server: tuple[RecordingSettlement, str],
+) -> Iterator[RecordingSettlement]:
+    servicer, _ = settlement_server
+    servicer.calls.clear()
+    servicer.states.clear()
+    yield servicer
+
+
+@pytest.fixture
+def message_actions(
+    settlement_server: tuple[RecordingSettlement, str],
+) -> Iterator[ServiceBusMessageActions]:
+    """The extension's own class, its stub pointed at the in-process server (its __init__
+    reads the worker's command line for the host's address, which a test does not have)."""
+    _, address = settlement_server
+    channel = grpc.insecure_channel(address)
+    actions = ServiceBusMessageActions.__new__(ServiceBusMessageActions)
+    actions._client = settlement_pb2_grpc.SettlementStub(channel)
+    yield actions
+    channel.close()
+
+
+def received_message(
+    body: bytes,
+    *,
+    session_id: str,
+    delivery_count: int = 0,
+    message_id: str = "message-1",
+    application_properties: Mapping[bytes, Any] | None = None,
+) -> ServiceBusReceivedMessage:
+    """A message as the extension builds it: an AMQP message with the lock token in its
+    delivery annotations, wrapped without a receiver."""
+    amqp = Message(
+        data=[body],
+        header=Header(delivery_count=delivery_count),
+        properties=Properties(message_id=message_id.encode(), group_id=session_id.encode()),
+        application_properties=dict(application_properties or {}),
+        delivery_annotations={b"x-opt-lock-token": uuid.uuid4()},
+    )
+    return ServiceBusReceivedMessage(amqp, receiver=None)
+
+
+def _ok(invocation: TaskInvocation) -> Mapping[str, Any]:
+    return {f"{invocation.message.task}_done": True}
+
+
+def _declined(invocation: TaskInvocation) -> Mapping[str, Any]:
+    raise PermanentTaskError("PaymentDeclined", "The card was declined: ask for another card.")
+
+
+def _provider_down(invocation: TaskInvocation) -> Mapping[str, Any]:
+    raise TransientTaskError("PaymentProviderUnavailable", "The provider timed out.")
+
+
+@dataclass
+class Twins:
+    container: Container
+    sender: InMemoryTaskSender
+
+
+@pytest.fixture
+def twins() -> Iterator[Twins]:
+    """A container whose processors run small in-memory tasks and whose sender records."""
+    c = Container(Settings.from_env(SETTINGS))
+    sender = InMemoryTaskSender()
+    retry = RetryPolicy(max_attempts=2, min_backoff=0, max_backoff=0)
+    c.purchase_processor = SessionProcessor(  # type: ignore[misc]
+        pipeline=PURCHASE,
+        tasks={"First": _ok, "Second": _ok, "Declined": _declined, "Flaky": _provider_down},
+        policy=FailurePolicy.STOP_ON_FAILURE,
+        retry=retry,
+        sleep=lambda _: None,
+    )
+    c.import_processor = SessionProcessor(  # type: ignore[misc]
+        pipeline=PRODUCT_IMPORT,
+        tasks={"ImportProduct": _ok},
+        policy=FailurePolicy.CONTINUE_ON_FAILURE,
+        retry=retry,
+        sleep=lambda _: None,
+    )
+    c.task_sender = sender  # type: ignore[misc]
+    use_container(c)
+    yield Twins(c, sender)
+    use_container(None)

@@ -1,0 +1,55 @@
+"""The contract the Functions host reads from the app: names, triggers and settings names."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import azure.functions as func
+
+from function_app import app
+
+# get_functions() indexes the app, and indexing twice fails on "duplicate" names: once here.
+FUNCTIONS = {f.get_function_name(): json.loads(f.get_function_json()) for f in app.get_functions()}
+
+
+def _functions() -> dict[str, dict[str, Any]]:
+    return FUNCTIONS
+
+
+def _trigger(name: str) -> dict[str, Any]:
+    (trigger,) = [b for b in _functions()[name]["bindings"] if b["type"].endswith("Trigger")]
+    return trigger
+
+
+def test_the_app_has_the_orders_api_and_both_session_triggers() -> None:
+    assert set(_functions()) == {"submit_order_http", "purchase_tasks", "product_import_tasks"}
+
+
+def test_the_service_bus_triggers_take_sessions_and_leave_settlement_to_the_app() -> None:
+    for name, queue_setting in (
+        ("purchase_tasks", "%PURCHASE_QUEUE_NAME%"),
+        ("product_import_tasks", "%IMPORT_QUEUE_NAME%"),
+    ):
+        trigger = _trigger(name)
+        assert trigger["type"] == "serviceBusTrigger"
+        assert trigger["name"] == "message"
+        assert trigger["queueName"] == queue_setting  # a setting's name, never a value
+        assert trigger["connection"] == "ServiceBusConnection"
+        assert trigger["isSessionsEnabled"] is True
+        assert trigger["autoCompleteMessages"] is False
+
+
+def test_message_actions_is_not_a_binding_but_an_annotated_parameter() -> None:
+    # The worker injects ServiceBusMessageActions from the annotation; the host sees only
+    # the trigger.
+    for name in ("purchase_tasks", "product_import_tasks"):
+        assert [b["name"] for b in _functions()[name]["bindings"]] == ["message"]
+
+
+def test_orders_is_a_function_key_post_only_route() -> None:
+    trigger = _trigger("submit_order_http")
+    assert trigger["type"] == "httpTrigger"
+    assert trigger["route"] == "orders"
+    assert trigger["methods"] == ["POST"]
+    assert trigger["authLevel"] == func.AuthLevel.FUNCTION.name

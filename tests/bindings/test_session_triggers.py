@@ -1,0 +1,182 @@
+"""The Service Bus functions, called as the worker calls them: a real ServiceBusReceivedMessage
+and a real ServiceBusMessageActions talking gRPC to an in-process Settlement server."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
+from azurefunctions.extensions.bindings.servicebus.serviceBusMessageActions import (
+    SettlementError,
+)
+
+from shared.domain.envelope import TaskMessage
+from shared.domain.pipelines import PRODUCT_IMPORT, PURCHASE
+from shared.entrypoints.product_import_tasks import product_import_tasks
+from shared.entrypoints.purchase_tasks import purchase_tasks
+from shared.entrypoints.servicebus_actions import FunctionSessionActions, incoming_message
+
+from .conftest import RecordingSettlement, Twins, received_message
+
+SESSION = "job-1"
+
+
+def _task(task: str, step: int, *, is_last: bool = False, pipeline: str = PURCHASE) -> bytes:
+    return TaskMessage("job-1", pipeline, task, step, is_last, {}).to_json()
+
+
+def test_a_successful_task_is_completed_and_its_state_kept_for_the_next_step(
+    twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    message = received_message(_task("First", 1), session_id=SESSION)
+
+    purchase_tasks(message, message_actions)
+
+    assert settlement.settlements() == [("complete", str(message.lock_token))]
+    assert json.loads(settlement.states[SESSION])["next_step"] == 2
+
+
+def test_the_next_step_reads_the_state_through_get_session_state_over_grpc(
+    twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    purchase_tasks(received_message(_task("First", 1), session_id=SESSION), message_actions)
+    second = received_message(_task("Second", 2, is_last=True), session_id=SESSION)
+
+    purchase_tasks(second, message_actions)
+
+    assert ("get_session_state", SESSION) in settlement.calls
+    assert settlement.settlements()[-1] == ("complete", str(second.lock_token))
+    # The last step clears the state with an empty value: a finished session costs nothing.
+    assert settlement.calls[-2] == ("set_session_state", (SESSION, b""))
+    assert SESSION not in settlement.states
+
+
+def test_a_failing_task_is_dead_lettered_with_a_reason_a_person_can_act_on(
+    twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    message = received_message(_task("Declined", 1), session_id=SESSION)
+
+    purchase_tasks(message, message_actions)
+
+    [(kind, (lock_token, reason, description))] = settlement.settlements()
+    assert (kind, lock_token, reason) == ("deadletter", str(message.lock_token), "PaymentDeclined")
+    assert "ask for another card" in description
+    assert json.loads(settlement.states[SESSION])["failure"]["reason"] == "PaymentDeclined"
+
+
+def test_a_transient_failure_is_abandoned_for_another_attempt_then_dead_lettered(
+    twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    first = received_message(_task("Flaky", 1), session_id=SESSION)
+    last = received_message(_task("Flaky", 1), session_id=SESSION, delivery_count=1)
+
+    purchase_tasks(first, message_actions)
+    purchase_tasks(last, message_actions)  # attempt 2 of 2
+
+    [abandoned, (kind, (_, reason, description))] = settlement.settlements()
+    assert abandoned == ("abandon", str(first.lock_token))
+    assert (kind, reason) == ("deadletter", "PaymentProviderUnavailable")
+    assert description.startswith("Gave up after 2 attempts")
+
+
+def test_a_redelivered_finished_step_is_completed_without_running_again(
+    twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    purchase_tasks(received_message(_task("First", 1), session_id=SESSION), message_actions)
+    again = received_message(_task("First", 1), session_id=SESSION, delivery_count=1)
+
+    purchase_tasks(again, message_actions)
+
+    assert settlement.settlements()[-1] == ("complete", str(again.lock_token))
+
+
+def test_an_unreadable_import_row_is_dead_lettered_as_malformed(
+    twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    message = received_message(b"not json", session_id="import-1")
+
+    product_import_tasks(message, message_actions)
+
+    [(kind, (_, reason, description))] = settlement.settlements()
+    assert (kind, reason) == ("deadletter", "MalformedMessage")
+    assert "Fix the sender" in description
+
+
+def test_an_import_row_is_completed(
+    twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    body = _task("ImportProduct", 1, is_last=True, pipeline=PRODUCT_IMPORT)
+    message = received_message(body, session_id="import-1")
+
+    product_import_tasks(message, message_actions)
+
+    assert settlement.settlements() == [("complete", str(message.lock_token))]
+
+
+def test_get_session_state_is_preferred_when_the_actions_class_has_it(
+    settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    asked: list[str] = []
+
+    class NewerActions(ServiceBusMessageActions):
+        def get_session_state(self, session_id: str) -> bytes:
+            asked.append(session_id)
+            return b'{"from": "getter"}'
+
+    newer = NewerActions.__new__(NewerActions)
+    newer._client = message_actions._client
+    message = received_message(b"{}", session_id=SESSION)
+
+    state = FunctionSessionActions(newer, message).get_state()
+
+    assert state == b'{"from": "getter"}'
+    assert asked == [SESSION]
+    assert not [c for c in settlement.calls if c[0] == "get_session_state"]
+
+
+def test_state_round_trips_and_clears_over_grpc(
+    settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    actions = FunctionSessionActions(message_actions, received_message(b"{}", session_id=SESSION))
+
+    assert actions.get_state() is None
+    actions.set_state(b'{"next_step": 3}')
+    assert actions.get_state() == b'{"next_step": 3}'
+    actions.set_state(None)
+    assert actions.get_state() is None
+
+
+def test_a_host_that_cannot_be_reached_surfaces_as_a_settlement_error() -> None:
+    import grpc
+    from azurefunctions.extensions.bindings.protos.settlement_pb2_grpc import SettlementStub
+
+    actions = ServiceBusMessageActions.__new__(ServiceBusMessageActions)
+    channel = grpc.insecure_channel("127.0.0.1:1")
+    actions._client = SettlementStub(channel)
+    adapter = FunctionSessionActions(actions, received_message(b"{}", session_id=SESSION))
+    try:
+        with pytest.raises(SettlementError, match="get_session_state"):
+            adapter.get_state()
+    finally:
+        channel.close()
+
+
+def test_the_incoming_message_has_the_body_attempt_and_decoded_properties() -> None:
+    properties: dict[bytes, Any] = {b"step": 2, b"is_last": False}
+    message = received_message(
+        b'{"x": 1}',
+        session_id=SESSION,
+        delivery_count=2,
+        message_id="job-1:2",
+        application_properties=properties,
+    )
+
+    incoming = incoming_message(message)
+
+    assert incoming.body == b'{"x": 1}'
+    assert incoming.session_id == SESSION
+    assert incoming.attempt == 3
+    assert incoming.message_id == "job-1:2"
+    assert incoming.application_properties == {"step": 2, "is_last": False}

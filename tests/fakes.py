@@ -1,0 +1,286 @@
+"""In-memory twins of the ports, for unit tests only. Each keeps what happened so a test can
+inspect it (like dramatiq's stub broker exposes its dead letters)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from shared.domain.archive import ArchivedMessage, FailedSession, FailureRecord, SessionNotArchived
+from shared.domain.envelope import TaskMessage
+from shared.domain.payments import Charge, PaymentDeclined, PaymentProviderUnavailable
+from shared.domain.products import Product
+from shared.domain.receipts import Receipt
+from shared.domain.replays import ReplayRequest, ReplayRequestNotFound
+from shared.service_layer.ports import DeadLetter, Email, OutgoingMessage, Page
+
+
+@dataclass
+class InMemorySessionActions:
+    """One session's state plus the settlement of the message being handled."""
+
+    state: bytes | None = None
+    settlements: list[tuple[str, ...]] = field(default_factory=list)
+    state_writes: list[bytes | None] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)  # order of writes and settlements
+
+    def get_state(self) -> bytes | None:
+        return self.state
+
+    def set_state(self, state: bytes | None) -> None:
+        self.state = state
+        self.state_writes.append(state)
+        self.events.append("set_state")
+
+    def complete(self) -> None:
+        self.settlements.append(("complete",))
+        self.events.append("complete")
+
+    def abandon(self) -> None:
+        self.settlements.append(("abandon",))
+        self.events.append("abandon")
+
+    def dead_letter(self, reason: str, description: str) -> None:
+        self.settlements.append(("dead_letter", reason, description))
+        self.events.append("dead_letter")
+
+    @property
+    def last_settlement(self) -> tuple[str, ...]:
+        return self.settlements[-1]
+
+
+class InMemoryOrderNumbers:
+    def __init__(self, prefix: str = "ORD-") -> None:
+        self._prefix = prefix
+        self._counter = itertools.count(1)
+        self.by_job: dict[str, str] = {}
+
+    def allocate(self, job_id: str) -> str:
+        if job_id not in self.by_job:
+            self.by_job[job_id] = f"{self._prefix}{next(self._counter):08d}"
+        return self.by_job[job_id]
+
+
+class InMemoryProductCatalog:
+    def __init__(self, products: Iterable[Product] = ()) -> None:
+        self.products = {product.sku: product for product in products}
+
+    def find(self, skus: Sequence[str]) -> dict[str, Product]:
+        return {sku: self.products[sku] for sku in skus if sku in self.products}
+
+    def upsert(self, product: Product) -> None:
+        self.products[product.sku] = product
+
+
+class InMemoryPaymentGateway:
+    def __init__(
+        self, *, decline_tokens: Iterable[str] = (), outage_tokens: Iterable[str] = ()
+    ) -> None:
+        self.decline_tokens = set(decline_tokens)
+        self.outage_tokens = set(outage_tokens)
+        self.charges: dict[str, Charge] = {}
+        self.calls = 0
+
+    def charge(
+        self, *, idempotency_key: str, card_token: str, amount: Decimal, currency: str
+    ) -> Charge:
+        self.calls += 1
+        if idempotency_key in self.charges:
+            return self.charges[idempotency_key]
+        if card_token in self.outage_tokens or "*" in self.outage_tokens:
+            raise PaymentProviderUnavailable("the payment provider is not answering")
+        if card_token in self.decline_tokens:
+            raise PaymentDeclined(f"card {card_token} was declined")
+        charge = Charge(f"ch_{len(self.charges) + 1}", idempotency_key, amount, currency)
+        self.charges[idempotency_key] = charge
+        return charge
+
+
+class InMemoryReceiptStore:
+    def __init__(self) -> None:
+        self.receipts: dict[str, bytes] = {}
+
+    def save(self, order_number: str, pdf: bytes) -> str:
+        self.receipts[order_number] = pdf
+        return f"receipts/{order_number}.pdf"
+
+    def load(self, order_number: str) -> bytes:
+        return self.receipts[order_number]
+
+
+class InMemoryReceiptRenderer:
+    def __init__(self) -> None:
+        self.rendered: list[Receipt] = []
+
+    def render(self, receipt: Receipt) -> bytes:
+        self.rendered.append(receipt)
+        return f"%PDF-fake {receipt.order_number} {receipt.total}".encode()
+
+
+class InMemoryEmailSender:
+    def __init__(self) -> None:
+        self.sent: list[Email] = []
+
+    def send(self, email: Email) -> None:
+        self.sent.append(email)
+
+
+class InMemoryTaskSender:
+    def __init__(self) -> None:
+        self.sessions: list[tuple[str, str, list[TaskMessage]]] = []
+
+    def send_session(
+        self, queue_name: str, session_id: str, messages: Sequence[TaskMessage]
+    ) -> None:
+        self.sessions.append((queue_name, session_id, list(messages)))
+
+
+# -- dead letters, archive, replay ------------------------------------------------------------
+
+
+class InMemoryDeadLetterQueue:
+    """The dead-letter sub-queues of some queues. ``open`` gives a reader that peek-locks;
+    letters received but not completed go back when the reader closes."""
+
+    def __init__(self) -> None:
+        self.letters: dict[str, list[DeadLetter]] = {}
+        self.completed: list[DeadLetter] = []
+        self.crash_on_complete: Exception | None = None  # simulate a worker dying
+
+    def add(self, letter: DeadLetter) -> None:
+        self.letters.setdefault(letter.queue, []).append(letter)
+
+    @contextmanager
+    def open(self, queue: str) -> Iterator[InMemoryDeadLetterReader]:
+        reader = InMemoryDeadLetterReader(self, queue)
+        try:
+            yield reader
+        finally:
+            # Not completed: the lock is released and the letters are available again.
+            self.letters.setdefault(queue, [])[:0] = reader.locked
+            reader.locked = []
+
+
+class InMemoryDeadLetterReader:
+    def __init__(self, dlq: InMemoryDeadLetterQueue, queue: str) -> None:
+        self._dlq = dlq
+        self._queue = queue
+        self.locked: list[DeadLetter] = []
+
+    def receive(self, max_messages: int) -> list[DeadLetter]:
+        available = self._dlq.letters.get(self._queue, [])
+        taken, available[:] = available[:max_messages], available[max_messages:]
+        self.locked.extend(taken)
+        return taken
+
+    def complete(self, letters: Sequence[DeadLetter]) -> None:
+        if self._dlq.crash_on_complete is not None:
+            raise self._dlq.crash_on_complete
+        for letter in letters:
+            self.locked.remove(letter)
+            self._dlq.completed.append(letter)
+
+
+class InMemoryDeadLetterArchive:
+    TRANSACTION_LIMIT = 100
+
+    def __init__(self) -> None:
+        self.rows: dict[str | None, dict[str, ArchivedMessage]] = {}
+        self.records: dict[str, FailureRecord] = {}
+        self.summaries: dict[str, FailedSession] = {}
+        self.transactions = 0
+
+    # FailureJournal
+    def record(self, session_id: str, record: FailureRecord) -> None:
+        self.records[session_id] = record
+
+    def save(self, rows: Sequence[ArchivedMessage]) -> int:
+        assert len({row.session_id for row in rows}) <= 1, "one partition per call"
+        for row in rows:
+            self.rows.setdefault(row.session_id, {})[row.row_key] = row
+        used = -(-len(rows) // self.TRANSACTION_LIMIT)
+        self.transactions += used
+        return used
+
+    def list_session(self, session_id: str) -> list[ArchivedMessage]:
+        partition = self.rows.get(session_id, {})
+        return [partition[key] for key in sorted(partition)]
+
+    def mark_replayed(self, rows: Sequence[ArchivedMessage]) -> None:
+        self.save(rows)
+
+    def get_record(self, session_id: str) -> FailureRecord | None:
+        return self.records.get(session_id)
+
+    def save_summary(self, summary: FailedSession) -> None:
+        self.summaries[summary.session_id] = summary
+
+    def get_summary(self, session_id: str) -> FailedSession:
+        if session_id not in self.summaries:
+            raise SessionNotArchived(session_id)
+        return self.summaries[session_id]
+
+    def list_summaries(
+        self,
+        *,
+        queue: str | None = None,
+        task: str | None = None,
+        reason: str | None = None,
+        status: str | None = None,
+        page_size: int = 50,
+        continuation: str | None = None,
+    ) -> Page[FailedSession]:
+        matching = [
+            s
+            for key, s in sorted(self.summaries.items())
+            if (queue is None or s.queue == queue)
+            and (task is None or s.failed_task == task)
+            and (reason is None or s.reason == reason)
+            and (status is None or s.status == status)
+            and (continuation is None or key >= continuation)
+        ]
+        page = matching[:page_size]
+        rest = matching[page_size:]
+        return Page(page, rest[0].session_id if rest else None)
+
+
+class InMemoryResender:
+    def __init__(self, *, seen_ids: set[str] | None = None) -> None:
+        self.sent: list[tuple[str, str, OutgoingMessage]] = []
+        self._seen = seen_ids if seen_ids is not None else set()  # duplicate detection
+
+    def resend(self, queue_name: str, session_id: str, messages: Sequence[OutgoingMessage]) -> None:
+        for message in messages:
+            if message.message_id in self._seen:
+                continue
+            self._seen.add(message.message_id)
+            self.sent.append((queue_name, session_id, message))
+
+
+class InMemorySessionSeeder:
+    def __init__(self) -> None:
+        self.states: dict[tuple[str, str], bytes] = {}
+
+    def seed(self, queue_name: str, session_id: str, state: bytes) -> None:
+        self.states[(queue_name, session_id)] = state
+
+
+class InMemoryReplayRequests:
+    def __init__(self) -> None:
+        self.requests: dict[str, ReplayRequest] = {}
+        self.queued: list[str] = []
+
+    def save(self, request: ReplayRequest) -> None:
+        self.requests[request.request_id] = request
+
+    def get(self, request_id: str) -> ReplayRequest:
+        if request_id not in self.requests:
+            raise ReplayRequestNotFound(request_id)
+        return self.requests[request_id]
+
+    # ReplayQueue
+    def enqueue(self, request_id: str) -> None:
+        self.queued.append(request_id)

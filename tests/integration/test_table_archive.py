@@ -1,0 +1,252 @@
+"""The dead-letter archive on a real Azurite: keys, big bodies, transactions, summaries."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from azure.data.tables import TableClient, TableServiceClient
+from azure.storage.blob import BlobServiceClient, ContainerClient
+
+from shared.adapters.table_archive import (
+    TableDeadLetterArchive,
+    TableReplayRequests,
+    session_id_of,
+    session_key,
+)
+from shared.domain.archive import ArchivedMessage, FailedSession, FailureRecord, SessionNotArchived
+from shared.domain.replays import ReplayRequest, ReplayRequestNotFound
+
+pytestmark = pytest.mark.integration
+
+HOSTILE_SESSION_IDS = {
+    "slash": "orders/2026/11",
+    "backslash": "C:\\temp\\x",
+    "hash": "order#42",
+    "question": "what?really",
+    "control": "tab\there\x01bell\x7f",
+    "tilde": "~7E~",
+    "unicode": "bestilling-æøå-🚀",
+    "max-length": "s" * 127 + "/",
+}
+
+
+def row(
+    session_id: str | None,
+    seq: int,
+    *,
+    body: bytes = b"{}",
+    reason: str = "SessionFailed",
+    step: int = 1,
+    is_last: bool = False,
+    queue: str = "purchase-tasks",
+) -> ArchivedMessage:
+    return ArchivedMessage(
+        queue=queue,
+        session_id=session_id,
+        sequence_number=seq,
+        message_id=f"m-{seq}",
+        body=body,
+        content_type="application/json",
+        application_properties={"step": step, "is_last": is_last, "task": "T"},
+        reason=reason,
+        description=f"why {seq}",
+        enqueued_time="2026-11-23T09:00:00+00:00",
+        delivery_count=1,
+        archived_at="2026-11-23T09:05:00+00:00",
+        job_id="job",
+        task="T",
+        step=step,
+        is_last=is_last,
+    )
+
+
+class CountingTable:
+    """A real TableClient that counts the transactions it submits."""
+
+    def __init__(self, table: TableClient) -> None:
+        self._table = table
+        self.transactions: list[int] = []
+
+    def submit_transaction(self, operations):
+        operations = list(operations)
+        self.transactions.append(len(operations))
+        return self._table.submit_transaction(operations)
+
+    def __getattr__(self, name):
+        return getattr(self._table, name)
+
+
+@pytest.fixture
+def archive_tables(
+    table_service_client: TableServiceClient, blob_service_client: BlobServiceClient
+) -> Iterator[tuple[CountingTable, TableClient, ContainerClient]]:
+    suffix = uuid.uuid4().hex[:12]
+    rows = table_service_client.create_table(f"dl{suffix}")
+    sessions = table_service_client.create_table(f"fs{suffix}")
+    bodies = blob_service_client.create_container(f"bodies{suffix}")
+    yield CountingTable(rows), sessions, bodies
+    table_service_client.delete_table(rows.table_name)
+    table_service_client.delete_table(sessions.table_name)
+    bodies.delete_container()
+
+
+@pytest.fixture
+def archive(archive_tables) -> TableDeadLetterArchive:
+    rows, sessions, bodies = archive_tables
+    return TableDeadLetterArchive(rows, sessions, bodies)
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_SESSION_IDS))
+def test_hostile_session_ids_are_valid_keys_that_map_back_exactly(
+    archive: TableDeadLetterArchive, name: str
+) -> None:
+    session_id = HOSTILE_SESSION_IDS[name]
+    assert session_id_of(session_key(session_id)) == session_id
+
+    archive.save([row(session_id, 7), row(session_id, 3)])
+
+    rows = archive.list_session(session_id)
+    assert [r.session_id for r in rows] == [session_id, session_id]
+    assert [r.sequence_number for r in rows] == [3, 7]
+    assert rows[0].row_key == "00000000000000000003"
+
+
+def test_a_200_kib_body_goes_to_blob_and_comes_back_byte_exact(
+    archive: TableDeadLetterArchive, archive_tables
+) -> None:
+    body = os.urandom(200 * 1024)
+    archive.save([row("big", 1, body=body), row("big", 2, body=b"small")])
+
+    rows = archive.list_session("big")
+
+    assert rows[0].body == body and rows[1].body == b"small"
+    _, _, bodies = archive_tables
+    assert len(list(bodies.list_blobs())) == 1
+
+
+def test_250_dead_letters_of_one_session_take_3_transactions(
+    archive: TableDeadLetterArchive, archive_tables
+) -> None:
+    used = archive.save([row("busy", n) for n in range(1, 251)])
+
+    counting, _, _ = archive_tables
+    assert used == 3 and counting.transactions == [100, 100, 50]
+    assert len(archive.list_session("busy")) == 250
+
+
+def test_saving_again_upserts_rather_than_duplicating(archive: TableDeadLetterArchive) -> None:
+    archive.save([row("again", 1), row("again", 2)])
+    archive.save([row("again", 1), row("again", 2)])
+    assert [r.sequence_number for r in archive.list_session("again")] == [1, 2]
+
+
+def test_many_big_bodies_are_split_under_the_transaction_size_limit(
+    archive: TableDeadLetterArchive, archive_tables
+) -> None:
+    body = b"x" * (50 * 1024)  # inline, but 100 of them would exceed 4 MiB
+    used = archive.save([row("heavy", n, body=body) for n in range(1, 101)])
+    assert used >= 2
+    assert all(r.body == body for r in archive.list_session("heavy"))
+
+
+def test_rows_can_be_marked_replayed(archive: TableDeadLetterArchive) -> None:
+    archive.save([row("r", 1), row("r", 2, is_last=True)])
+    archive.mark_replayed(
+        [r.replayed(session_id="replay-x", key="k", at="now") for r in archive.list_session("r")]
+    )
+    rows = archive.list_session("r")
+    assert {(r.status, r.replayed_session_id, r.replay_key) for r in rows} == {
+        ("replayed", "replay-x", "k")
+    }
+    assert rows[1].is_last and rows[0].body == b"{}"
+
+
+def summary(
+    session_id: str,
+    *,
+    task: str,
+    reason: str,
+    status: str = "failed",
+    queue: str = "purchase-tasks",
+) -> FailedSession:
+    return FailedSession(
+        session_id=session_id,
+        queue=queue,
+        failed_task=task,
+        failed_step=3,
+        reason=reason,
+        description="d",
+        failed_at="2026-11-23T09:00:00+00:00",
+        message_count=3,
+        has_last=True,
+        context={"order_number": "ORD-1"},
+        status=status,  # type: ignore[arg-type]
+    )
+
+
+def test_failure_records_and_summaries_share_a_row_and_filter_and_page(
+    archive: TableDeadLetterArchive,
+) -> None:
+    assert archive.get_record("x/1") is None
+    with pytest.raises(SessionNotArchived):
+        archive.get_summary("x/1")
+    archive.record(
+        "x/1",
+        FailureRecord(
+            "ProcessPayment", 3, "PaymentProviderUnavailable", "d", "at", {"total": "29.95"}
+        ),
+    )
+    # A record alone (dead letters not archived yet) is not a listed failed session.
+    assert archive.list_summaries().items == []
+    for n in range(7):
+        archive.save_summary(
+            summary(f"x/{n}", task="ProcessPayment", reason="PaymentProviderUnavailable")
+        )
+    archive.save_summary(summary("y", task="CalculateTotal", reason="UnknownSku"))
+    archive.save_summary(
+        summary("z", task="CalculateTotal", reason="UnknownSku", status="replayed")
+    )
+
+    record = archive.get_record("x/1")
+    assert record is not None and record.context == {"total": "29.95"}
+    assert archive.get_summary("x/1").failed_task == "ProcessPayment"
+
+    seen, token, pages = [], None, 0
+    while True:
+        page = archive.list_summaries(
+            reason="PaymentProviderUnavailable", page_size=3, continuation=token
+        )
+        seen += [s.session_id for s in page.items]
+        pages += 1
+        token = page.continuation
+        if not token:
+            break
+    assert sorted(seen) == [f"x/{n}" for n in range(7)] and pages >= 3
+    only = archive.list_summaries(task="CalculateTotal", status="failed")
+    assert [s.session_id for s in only.items] == ["y"]
+    with pytest.raises(ValueError, match="continuation"):
+        archive.list_summaries(continuation="not-a-token!")
+
+
+def test_replay_requests_round_trip(table: TableClient) -> None:
+    store = TableReplayRequests(table)
+    with pytest.raises(ReplayRequestNotFound):
+        store.get("nope")
+    request = ReplayRequest(
+        "r-1",
+        None,
+        "ProcessPayment",
+        None,
+        status="running",
+        found=3,
+        sent=2,
+        failed=1,
+        errors=({"session_id": "s", "error": "e"},),
+        created_at="a",
+        updated_at="b",
+    )
+    store.save(request)
+    assert store.get("r-1") == request

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from shared.config import ConfigurationError, Settings
+
+BASE = {
+    "PURCHASE_QUEUE_NAME": "purchase-tasks",
+    "IMPORT_QUEUE_NAME": "product-import-tasks",
+    "REPLAY_QUEUE_NAME": "replay-requests",
+    "ServiceBusConnection": "Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=v;"
+    "UseDevelopmentEmulator=true;",
+    "AzureWebJobsStorage": "UseDevelopmentStorage=true",
+}
+
+
+def test_defaults_fill_in_what_is_optional() -> None:
+    settings = Settings.from_env(BASE)
+    assert settings.purchase_queue_name == "purchase-tasks"
+    assert settings.tax_rate == Decimal("0.25")
+    assert settings.task_max_attempts == 5
+    assert settings.payment_decline_tokens == frozenset()
+
+
+def test_identity_based_connections_need_no_secrets() -> None:
+    env = {
+        k: v for k, v in BASE.items() if k not in ("ServiceBusConnection", "AzureWebJobsStorage")
+    }
+    env |= {
+        "ServiceBusConnection__fullyQualifiedNamespace": "ns.servicebus.windows.net",
+        "AzureWebJobsStorage__accountName": "acct",
+        "AzureWebJobsStorage__clientId": "00000000-0000-0000-0000-000000000001",
+    }
+    settings = Settings.from_env(env)
+    assert settings.service_bus.connection_string is None
+    assert settings.service_bus.fully_qualified_namespace == "ns.servicebus.windows.net"
+    assert settings.storage.account_name == "acct"
+    assert settings.storage.client_id.endswith("1")
+
+
+@pytest.mark.parametrize("name", ["PURCHASE_QUEUE_NAME", "IMPORT_QUEUE_NAME", "REPLAY_QUEUE_NAME"])
+def test_a_missing_required_setting_is_named(name: str) -> None:
+    env = {k: v for k, v in BASE.items() if k != name}
+    with pytest.raises(ConfigurationError, match=name):
+        Settings.from_env(env)
+
+
+@pytest.mark.parametrize("name", ["ServiceBusConnection", "AzureWebJobsStorage"])
+def test_a_missing_connection_says_both_ways_to_set_it(name: str) -> None:
+    env = {k: v for k, v in BASE.items() if k != name}
+    with pytest.raises(ConfigurationError, match=f"{name}__"):
+        Settings.from_env(env)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ORDER_TAX_RATE", "x"),
+        ("ORDER_TAX_RATE", "-1"),
+        ("SMTP_PORT", "25.5"),
+        ("SMTP_STARTTLS", "maybe"),
+        ("TASK_RETRY_MIN_BACKOFF_SECONDS", "soon"),
+    ],
+)
+def test_a_bad_value_is_named(name: str, value: str) -> None:
+    with pytest.raises(ConfigurationError, match=name):
+        Settings.from_env({**BASE, name: value})
+
+
+def test_token_lists_are_comma_separated() -> None:
+    settings = Settings.from_env({**BASE, "PAYMENT_SIMULATOR_DECLINE_TOKENS": " a, b ,,c"})
+    assert settings.payment_decline_tokens == {"a", "b", "c"}

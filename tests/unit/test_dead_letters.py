@@ -1,0 +1,329 @@
+"""Archiving dead letters and replaying failed sessions, with in-memory twins."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime
+
+import pytest
+
+from shared.domain.archive import (
+    AlreadyReplayed,
+    FailureRecord,
+    ReplayIncomplete,
+    SessionNotArchived,
+    replay_session_id,
+    row_key,
+)
+from shared.domain.envelope import TaskMessage
+from shared.domain.errors import InvalidInput, PermanentTaskError
+from shared.domain.session_state import decode_session_state
+from shared.service_layer.dead_letters import archive_dead_letters
+from shared.service_layer.ports import DeadLetter
+from shared.service_layer.processor import (
+    FailurePolicy,
+    IncomingMessage,
+    SessionProcessor,
+)
+from shared.service_layer.replay import (
+    mark_bulk_replay_failed,
+    replay_session,
+    request_bulk_replay,
+    run_bulk_replay,
+)
+from tests.fakes import (
+    InMemoryDeadLetterArchive,
+    InMemoryDeadLetterQueue,
+    InMemoryReplayRequests,
+    InMemoryResender,
+    InMemorySessionActions,
+    InMemorySessionSeeder,
+)
+
+NOW = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
+TASKS = ("GenerateOrderNumber", "CalculateTotal", "ProcessPayment", "GenerateReceipt", "Send")
+_seq = itertools.count(100)
+
+
+def letter(session: str, step: int, reason: str, *, queue: str = "purchase-tasks") -> DeadLetter:
+    message = TaskMessage(
+        job_id=f"job-{session}",
+        pipeline="purchase",
+        task=TASKS[step - 1],
+        step=step,
+        is_last=step == 5,
+        payload={},
+    )
+    return DeadLetter(
+        queue=queue,
+        session_id=session,
+        sequence_number=next(_seq),
+        message_id=message.message_id(),
+        body=message.to_json(),
+        content_type="application/json",
+        application_properties=message.application_properties(),
+        reason=reason,
+        description=f"{reason} at {step}",
+        enqueued_time=NOW,
+        delivery_count=1,
+    )
+
+
+def failed_purchase(
+    dlq: InMemoryDeadLetterQueue,
+    session: str,
+    *,
+    from_step: int = 3,
+    reason: str = "PaymentProviderUnavailable",
+    upto: int = 5,
+) -> None:
+    dlq.add(letter(session, from_step, reason))
+    for step in range(from_step + 1, upto + 1):
+        dlq.add(letter(session, step, "SessionFailed"))
+
+
+@pytest.fixture
+def world():
+    dlq = InMemoryDeadLetterQueue()
+    archive = InMemoryDeadLetterArchive()
+    return dlq, archive
+
+
+def test_archive_writes_rows_by_session_then_completes_them(world) -> None:
+    dlq, archive = world
+    failed_purchase(dlq, "s-1")
+    failed_purchase(dlq, "s-2", from_step=2, reason="UnknownSku")
+    archive.record(
+        "s-1",
+        FailureRecord(
+            "ProcessPayment",
+            3,
+            "PaymentProviderUnavailable",
+            "gave up",
+            NOW.isoformat(),
+            {"order_number": "ORD-7"},
+        ),
+    )
+
+    report = archive_dead_letters(dlq, archive, queues=["purchase-tasks"], clock=lambda: NOW)
+
+    assert report.total == 7 and report.sessions == {"s-1", "s-2"}
+    assert len(dlq.completed) == 7 and dlq.letters["purchase-tasks"] == []
+    rows = archive.list_session("s-1")
+    assert [r.step for r in rows] == [3, 4, 5]
+    assert [r.row_key for r in rows] == sorted(r.row_key for r in rows)
+    assert rows[0].row_key == row_key(rows[0].sequence_number) and len(rows[0].row_key) == 20
+    assert (rows[0].task, rows[0].reason, rows[-1].is_last) == (
+        "ProcessPayment",
+        "PaymentProviderUnavailable",
+        True,
+    )
+    s1 = archive.get_summary("s-1")
+    assert (s1.failed_task, s1.reason, s1.message_count, s1.has_last) == (
+        "ProcessPayment",
+        "PaymentProviderUnavailable",
+        3,
+        True,
+    )
+    assert s1.context == {"order_number": "ORD-7"}
+    s2 = archive.get_summary("s-2")  # no record: the first non-SessionFailed row tells
+    assert (s2.failed_task, s2.reason, s2.message_count) == ("CalculateTotal", "UnknownSku", 4)
+
+
+def test_archive_work_is_bounded_by_count_and_time(world) -> None:
+    dlq, archive = world
+    for n in range(30):
+        dlq.add(letter(f"s-{n}", 5, "SessionFailed"))
+
+    by_count = archive_dead_letters(
+        dlq, archive, queues=["purchase-tasks"], max_messages=12, batch_size=5
+    )
+    ticks = iter([0.0, 0.0, 5.0, 11.0])  # start, then before each batch
+    by_time = archive_dead_letters(
+        dlq,
+        archive,
+        queues=["purchase-tasks"],
+        max_seconds=10,
+        batch_size=5,
+        monotonic=lambda: next(ticks),
+    )
+
+    assert (by_count.total, by_count.stopped_early) == (12, True)
+    assert (by_time.total, by_time.stopped_early) == (10, True)
+    assert len(dlq.letters["purchase-tasks"]) == 8
+
+
+def test_a_crash_between_row_write_and_completion_loses_and_duplicates_nothing(world) -> None:
+    dlq, archive = world
+    failed_purchase(dlq, "s-1")
+
+    class Crash(Exception):
+        pass
+
+    dlq.crash_on_complete = Crash()
+    with pytest.raises(Crash):
+        archive_dead_letters(dlq, archive, queues=["purchase-tasks"])
+    dlq.crash_on_complete = None
+    assert len(archive.list_session("s-1")) == 3  # written ...
+    assert len(dlq.letters["purchase-tasks"]) == 3  # ... and still dead-lettered
+
+    archive_dead_letters(dlq, archive, queues=["purchase-tasks"])
+
+    assert len(archive.list_session("s-1")) == 3  # upsert: the same rows, not six
+    assert dlq.letters["purchase-tasks"] == []
+
+
+def archived(world, session="s-1", **kwargs):
+    dlq, archive = world
+    failed_purchase(dlq, session, **kwargs)
+    archive.record(
+        session,
+        FailureRecord(
+            "ProcessPayment",
+            3,
+            "PaymentProviderUnavailable",
+            "gave up",
+            NOW.isoformat(),
+            {"order_number": "ORD-7", "total": "29.95"},
+        ),
+    )
+    archive_dead_letters(dlq, archive, queues=["purchase-tasks"])
+    return archive
+
+
+def test_replay_sends_the_rows_in_order_under_a_new_seeded_session(world) -> None:
+    archive = archived(world)
+    resender, seeder = InMemoryResender(), InMemorySessionSeeder()
+    originals = archive.list_session("s-1")
+
+    result = replay_session(archive, resender, seeder, "s-1", "key-1", clock=lambda: NOW)
+
+    assert result.new_session_id == replay_session_id("s-1", "key-1") != "s-1"
+    assert [m.body for _, _, m in resender.sent] == [r.body for r in originals]
+    assert {(q, s) for q, s, _ in resender.sent} == {("purchase-tasks", result.new_session_id)}
+    state = decode_session_state(seeder.states[("purchase-tasks", result.new_session_id)])
+    assert state is not None
+    assert state.next_step == 3 and state.context == {"order_number": "ORD-7", "total": "29.95"}
+    rows = archive.list_session("s-1")
+    assert {(r.status, r.replayed_session_id, r.replay_key) for r in rows} == {
+        ("replayed", result.new_session_id, "key-1")
+    }
+    summary = archive.get_summary("s-1")
+    assert (summary.status, summary.replayed_session_id) == ("replayed", result.new_session_id)
+
+
+def test_repeating_a_replay_with_the_same_key_sends_nothing_new(world) -> None:
+    archive = archived(world)
+    seen: set[str] = set()
+    first = InMemoryResender(seen_ids=seen)
+    replay_session(archive, first, InMemorySessionSeeder(), "s-1", "key-1")
+    again = InMemoryResender(seen_ids=seen)
+
+    result = replay_session(archive, again, InMemorySessionSeeder(), "s-1", "key-1")
+
+    assert result.sent == 0 and again.sent == []
+
+
+def test_a_replay_under_another_key_is_refused(world) -> None:
+    archive = archived(world)
+    replay_session(archive, InMemoryResender(), InMemorySessionSeeder(), "s-1", "key-1")
+    with pytest.raises(AlreadyReplayed) as error:
+        replay_session(archive, InMemoryResender(), InMemorySessionSeeder(), "s-1", "key-2")
+    assert error.value.replayed_session_id == replay_session_id("s-1", "key-1")
+
+
+def test_replay_refuses_unknown_and_incomplete_sessions_and_a_missing_key(world) -> None:
+    archive = archived(world, upto=4)  # the last message is not archived yet
+    resender = InMemoryResender()
+    with pytest.raises(SessionNotArchived):
+        replay_session(archive, resender, InMemorySessionSeeder(), "nope", "k")
+    with pytest.raises(ReplayIncomplete, match="force"):
+        replay_session(archive, resender, InMemorySessionSeeder(), "s-1", "k")
+    with pytest.raises(InvalidInput):
+        replay_session(archive, resender, InMemorySessionSeeder(), "s-1", " ")
+    assert resender.sent == []
+    forced = replay_session(archive, resender, InMemorySessionSeeder(), "s-1", "k", force=True)
+    assert forced.sent == 2
+
+
+def test_the_processor_records_the_first_failure_with_its_context() -> None:
+    journal = InMemoryDeadLetterArchive()
+
+    def fail(_call):
+        raise PermanentTaskError("PaymentDeclined", "declined")
+
+    processor = SessionProcessor(
+        pipeline="purchase",
+        tasks={"A": lambda call: {"order_number": "ORD-1"}, "B": fail, "C": lambda c: {}},
+        policy=FailurePolicy.STOP_ON_FAILURE,
+        journal=journal,
+    )
+    actions = InMemorySessionActions()
+    for step, task in enumerate("ABC", 1):
+        body = TaskMessage(
+            job_id="j", pipeline="purchase", task=task, step=step, is_last=step == 3, payload={}
+        ).to_json()
+        processor.handle(IncomingMessage(body=body, session_id="s-9"), actions)
+
+    record = journal.records["s-9"]
+    assert (record.task, record.step, record.reason) == ("B", 2, "PaymentDeclined")
+    assert record.context == {"order_number": "ORD-1"}
+
+
+def test_bulk_replay_replays_every_matching_session_and_reports_progress(world) -> None:
+    dlq, archive = world
+    for n in range(5):
+        failed_purchase(dlq, f"pay-{n}")
+    failed_purchase(dlq, "sku-0", from_step=2, reason="UnknownSku")
+    failed_purchase(dlq, "pay-incomplete", upto=4)
+    archive_dead_letters(dlq, archive, queues=["purchase-tasks"])
+    requests = InMemoryReplayRequests()
+    seen: set[str] = set()
+
+    with pytest.raises(InvalidInput):
+        request_bulk_replay(requests, requests)
+    request = request_bulk_replay(requests, requests, reason="PaymentProviderUnavailable")
+    assert requests.queued == [request.request_id] and request.status == "queued"
+
+    done = run_bulk_replay(
+        requests,
+        archive,
+        InMemoryResender(seen_ids=seen),
+        InMemorySessionSeeder(),
+        request.request_id,
+        page_size=2,
+    )
+
+    assert (done.status, done.found, done.sent, done.failed) == ("completed", 6, 5, 1)
+    assert done.errors[0]["session_id"] == "pay-incomplete"
+    assert archive.get_summary("sku-0").status == "failed"
+    again = InMemoryResender(seen_ids=seen)
+    assert (
+        run_bulk_replay(requests, archive, again, InMemorySessionSeeder(), request.request_id)
+        == done
+    )
+    assert again.sent == []
+
+
+def test_a_bulk_replay_that_keeps_failing_says_so_in_its_status() -> None:
+    requests = InMemoryReplayRequests()
+    request = request_bulk_replay(requests, requests, task="ProcessPayment")
+    failed = mark_bulk_replay_failed(requests, request.request_id, "storage unreachable")
+    assert (failed.status, failed.failure) == ("failed", "storage unreachable")
+
+
+def test_failed_sessions_are_grouped_by_queue_task_and_reason(world) -> None:
+    from shared.service_layer.failed_sessions import FailureGroup, group_failed_sessions
+
+    dlq, archive = world
+    for n in range(3):
+        failed_purchase(dlq, f"pay-{n}")
+    failed_purchase(dlq, "sku-0", from_step=2, reason="UnknownSku")
+    archive_dead_letters(dlq, archive, queues=["purchase-tasks"])
+    replay_session(archive, InMemoryResender(), InMemorySessionSeeder(), "pay-0", "k")
+
+    assert group_failed_sessions(archive) == [
+        FailureGroup("purchase-tasks", "ProcessPayment", "PaymentProviderUnavailable", 2),
+        FailureGroup("purchase-tasks", "CalculateTotal", "UnknownSku", 1),
+    ]
+    assert sum(g.sessions for g in group_failed_sessions(archive, status=None)) == 4

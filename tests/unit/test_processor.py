@@ -1,0 +1,592 @@
+"""Every row of docs/processor.md, under both policies where the row says "both"."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from shared.domain.envelope import TaskMessage
+from shared.domain.errors import PermanentTaskError, TransientTaskError
+from shared.domain.session_state import SessionState, decode_session_state
+from shared.service_layer.processor import (
+    FailurePolicy,
+    IncomingMessage,
+    Outcome,
+    RetryPolicy,
+    SessionProcessor,
+    TaskInvocation,
+)
+from tests.fakes import InMemorySessionActions
+
+STOP = FailurePolicy.STOP_ON_FAILURE
+CONTINUE = FailurePolicy.CONTINUE_ON_FAILURE
+BOTH = pytest.mark.parametrize("policy", [STOP, CONTINUE], ids=["stop", "continue"])
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+
+
+class Tasks:
+    """Tasks whose behaviour a test sets per name; they record every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[TaskInvocation] = []
+        self.behaviour: dict[str, Any] = {}
+
+    def make(self, name: str):
+        def task(call: TaskInvocation) -> dict[str, Any]:
+            self.calls.append(call)
+            behaviour = self.behaviour.get(name)
+            if isinstance(behaviour, BaseException):
+                raise behaviour
+            return behaviour if isinstance(behaviour, dict) else {f"{name}_done": True}
+
+        return task
+
+    def ran(self) -> list[str]:
+        return [call.message.task for call in self.calls]
+
+
+TASK_NAMES = ("A", "B", "C")
+
+
+def make_processor(
+    policy: FailurePolicy, tasks: Tasks, **retry: Any
+) -> tuple[SessionProcessor, list[float]]:
+    sleeps: list[float] = []
+    processor = SessionProcessor(
+        pipeline="demo",
+        tasks={name: tasks.make(name) for name in TASK_NAMES},
+        policy=policy,
+        retry=RetryPolicy(**({"max_attempts": 3, "min_backoff": 0.5, "max_backoff": 1.5} | retry)),
+        sleep=sleeps.append,
+        clock=lambda: NOW,
+    )
+    return processor, sleeps
+
+
+def message(step: int, *, task: str | None = None, is_last: bool | None = None) -> TaskMessage:
+    return TaskMessage(
+        job_id="job-1",
+        pipeline="demo",
+        task=task or TASK_NAMES[step - 1],
+        step=step,
+        is_last=step == len(TASK_NAMES) if is_last is None else is_last,
+        payload={"n": step},
+    )
+
+
+def incoming(
+    msg: TaskMessage | bytes, *, attempt: int = 1, props: dict | None = None
+) -> IncomingMessage:
+    body = msg if isinstance(msg, bytes) else msg.to_json()
+    properties = (
+        props
+        if props is not None
+        else ({} if isinstance(msg, bytes) else msg.application_properties())
+    )
+    return IncomingMessage(
+        body=body, session_id="s-1", attempt=attempt, application_properties=properties
+    )
+
+
+def running(next_step: int, **changes: Any) -> bytes:
+    completed = tuple(TASK_NAMES[: next_step - 1])
+    return SessionState(next_step=next_step, completed=completed, **changes).to_bytes()
+
+
+def failed_at(step: int, reason: str = "PaymentDeclined") -> bytes:
+    state = SessionState(next_step=step, completed=tuple(TASK_NAMES[: step - 1])).mark_failed(
+        task=TASK_NAMES[step - 1], step=step, reason=reason, description="card refused", at=NOW
+    )
+    return state.to_bytes()
+
+
+def state_of(actions: InMemorySessionActions) -> SessionState | None:
+    return decode_session_state(actions.state)
+
+
+def assert_state_written_before_settlement(actions: InMemorySessionActions) -> None:
+    settle = next(i for i, e in enumerate(actions.events) if e != "set_state")
+    assert "set_state" in actions.events[:settle]
+    assert settle == len(actions.events) - 1
+
+
+# R1 -------------------------------------------------------------------------------------------
+@BOTH
+def test_r1_first_step_without_state_runs_and_creates_state(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    tasks.behaviour["A"] = {"order_number": "ORD-1"}
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions()
+
+    result = processor.handle(incoming(message(1)), actions)
+
+    assert result.outcome is Outcome.COMPLETED
+    assert actions.settlements == [("complete",)]
+    state = state_of(actions)
+    assert state is not None
+    assert (state.status, state.next_step, state.completed) == ("running", 2, ("A",))
+    assert state.context == {"order_number": "ORD-1"}
+    assert_state_written_before_settlement(actions)
+
+
+# R2 -------------------------------------------------------------------------------------------
+@BOTH
+def test_r2_next_step_runs_with_earlier_context_and_merges_outputs(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    tasks.behaviour["B"] = {"total": "10.00"}
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions(
+        state=running(2, context={"order_number": "ORD-1"}, processed=1)
+    )
+
+    result = processor.handle(incoming(message(2)), actions)
+
+    assert result.outcome is Outcome.COMPLETED
+    assert tasks.calls[0].context == {"order_number": "ORD-1"}
+    state = state_of(actions)
+    assert state is not None
+    assert state.next_step == 3
+    assert state.completed == ("A", "B")
+    assert state.context == {"order_number": "ORD-1", "total": "10.00"}
+    assert state.processed == 2
+    assert_state_written_before_settlement(actions)
+
+
+# R3 -------------------------------------------------------------------------------------------
+@BOTH
+def test_r3_last_message_clears_the_state(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=running(3))
+
+    result = processor.handle(incoming(message(3)), actions)
+
+    assert result.outcome is Outcome.COMPLETED
+    assert tasks.ran() == ["C"]
+    assert actions.state is None
+    assert actions.state_writes == [None]
+    assert actions.events == ["set_state", "complete"]
+
+
+# R4 -------------------------------------------------------------------------------------------
+@BOTH
+def test_r4_redelivered_step_already_done_is_completed_without_running(
+    policy: FailurePolicy,
+) -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(policy, tasks)
+    before = running(3)
+    actions = InMemorySessionActions(state=before)
+
+    result = processor.handle(incoming(message(2), attempt=2), actions)
+
+    assert result.outcome is Outcome.ALREADY_DONE
+    assert tasks.calls == []
+    assert actions.settlements == [("complete",)]
+    assert actions.state == before
+    assert actions.state_writes == []
+
+
+# R5 -------------------------------------------------------------------------------------------
+@BOTH
+def test_r5_redelivered_last_message_after_it_cleared_the_state(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=None)
+
+    result = processor.handle(incoming(message(3), attempt=2), actions)
+
+    assert result.outcome is Outcome.ALREADY_DONE
+    assert tasks.calls == []
+    assert actions.settlements == [("complete",)]
+    assert actions.state is None
+
+
+def test_r5_does_not_apply_to_a_first_delivery() -> None:
+    # Without state, a first delivery of step 3 means steps 1 and 2 never ran: R6.
+    tasks = Tasks()
+    processor, _ = make_processor(STOP, tasks)
+    actions = InMemorySessionActions(state=None)
+
+    result = processor.handle(incoming(message(3), attempt=1), actions)
+
+    assert result.reason == "PreviousStepMissing"
+    assert tasks.calls == []
+
+
+# R6 / R7 --------------------------------------------------------------------------------------
+def test_r6_step_ahead_fails_the_session_under_stop_on_failure() -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(STOP, tasks)
+    actions = InMemorySessionActions(state=running(1))
+
+    result = processor.handle(incoming(message(2)), actions)
+
+    assert result.outcome is Outcome.DEAD_LETTERED
+    assert tasks.calls == []
+    kind, reason, description = actions.last_settlement
+    assert (kind, reason) == ("dead_letter", "PreviousStepMissing")
+    assert "step 1 never ran" in description
+    state = state_of(actions)
+    assert state is not None and state.is_failed
+    assert state.failure is not None
+    assert (state.failure.task, state.failure.step, state.failure.reason) == (
+        "B",
+        2,
+        "PreviousStepMissing",
+    )
+    assert state.failure.at == NOW.isoformat()
+    assert_state_written_before_settlement(actions)
+
+
+def test_r7_step_ahead_runs_under_continue_on_failure() -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(CONTINUE, tasks)
+    actions = InMemorySessionActions(state=running(1))
+
+    result = processor.handle(incoming(message(2)), actions)
+
+    assert result.outcome is Outcome.COMPLETED
+    assert tasks.ran() == ["B"]
+    state = state_of(actions)
+    assert state is not None and state.next_step == 3
+
+
+# R8 / R9 --------------------------------------------------------------------------------------
+def test_r8_permanent_failure_marks_the_session_failed_and_dead_letters() -> None:
+    tasks = Tasks()
+    tasks.behaviour["B"] = PermanentTaskError("PaymentDeclined", "card tok_x was declined")
+    processor, sleeps = make_processor(STOP, tasks)
+    actions = InMemorySessionActions(state=running(2))
+
+    result = processor.handle(incoming(message(2)), actions)
+
+    assert result.outcome is Outcome.DEAD_LETTERED
+    assert actions.last_settlement == ("dead_letter", "PaymentDeclined", "card tok_x was declined")
+    assert len(tasks.calls) == 1 and sleeps == []  # never retried
+    state = state_of(actions)
+    assert state is not None and state.is_failed
+    assert state.failure is not None
+    assert (state.failure.task, state.failure.step) == ("B", 2)
+    assert_state_written_before_settlement(actions)
+
+
+def test_r9_permanent_failure_under_continue_counts_and_goes_on() -> None:
+    tasks = Tasks()
+    tasks.behaviour["B"] = PermanentTaskError("InvalidProduct:price", "price is missing")
+    processor, _ = make_processor(CONTINUE, tasks)
+    actions = InMemorySessionActions(state=running(2, processed=1))
+
+    result = processor.handle(incoming(message(2)), actions)
+
+    assert actions.last_settlement[:2] == ("dead_letter", "InvalidProduct:price")
+    assert result.outcome is Outcome.DEAD_LETTERED
+    state = state_of(actions)
+    assert state is not None
+    assert (state.status, state.next_step, state.processed, state.failed) == ("running", 3, 2, 1)
+    # ... and the next row runs.
+    actions.settlements.clear()
+    processor.handle(incoming(message(3)), actions)
+    assert actions.settlements == [("complete",)]
+    assert tasks.ran() == ["B", "C"]
+
+
+# R10 - R13 ------------------------------------------------------------------------------------
+@BOTH
+def test_r10_transient_failure_is_retried_by_redelivery_with_backoff(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    tasks.behaviour["B"] = TransientTaskError("PaymentProviderUnavailable", "timeout")
+    processor, sleeps = make_processor(policy, tasks)
+    before = running(2)
+    actions = InMemorySessionActions(state=before)
+
+    results = [processor.handle(incoming(message(2), attempt=n), actions) for n in (1, 2)]
+
+    assert [r.outcome for r in results] == [Outcome.ABANDONED, Outcome.ABANDONED]
+    assert actions.settlements == [("abandon",), ("abandon",)]
+    assert sleeps == [0.5, 1.0]  # exponential
+    assert actions.state == before and actions.state_writes == []
+
+
+def test_r10_backoff_is_capped() -> None:
+    policy = RetryPolicy(max_attempts=10, min_backoff=1, max_backoff=5)
+    assert [policy.backoff(n) for n in (1, 2, 3, 4, 5)] == [1, 2, 4, 5, 5]
+
+
+def test_r11_transient_failure_at_the_last_attempt_fails_the_session() -> None:
+    tasks = Tasks()
+    tasks.behaviour["B"] = TransientTaskError("PaymentProviderUnavailable", "timeout")
+    processor, sleeps = make_processor(STOP, tasks)
+    actions = InMemorySessionActions(state=running(2))
+
+    result = processor.handle(incoming(message(2), attempt=3), actions)
+
+    assert result.outcome is Outcome.DEAD_LETTERED
+    kind, reason, description = actions.last_settlement
+    assert (kind, reason) == ("dead_letter", "PaymentProviderUnavailable")
+    assert "Gave up after 3 attempts" in description
+    assert sleeps == []
+    state = state_of(actions)
+    assert state is not None and state.is_failed
+    assert state.failure is not None and state.failure.reason == "PaymentProviderUnavailable"
+
+
+def test_r12_transient_failure_at_the_last_attempt_under_continue_goes_on() -> None:
+    tasks = Tasks()
+    tasks.behaviour["B"] = TransientTaskError("StorageBusy", "503")
+    processor, _ = make_processor(CONTINUE, tasks)
+    actions = InMemorySessionActions(state=running(2))
+
+    processor.handle(incoming(message(2), attempt=3), actions)
+
+    assert actions.last_settlement[:2] == ("dead_letter", "StorageBusy")
+    state = state_of(actions)
+    assert state is not None
+    assert (state.status, state.next_step, state.failed) == ("running", 3, 1)
+
+
+@BOTH
+def test_r13_unexpected_exception_is_retried_then_set_aside(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    tasks.behaviour["B"] = KeyError("boom")
+    processor, sleeps = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=running(2))
+
+    first = processor.handle(incoming(message(2), attempt=1), actions)
+    last = processor.handle(incoming(message(2), attempt=3), actions)
+
+    assert first.outcome is Outcome.ABANDONED and sleeps == [0.5]
+    assert last.outcome is Outcome.DEAD_LETTERED
+    kind, reason, description = actions.last_settlement
+    assert (kind, reason) == ("dead_letter", "UnhandledError")
+    assert "KeyError" in description
+
+
+# R14 - R16 ------------------------------------------------------------------------------------
+@BOTH
+def test_r14_later_message_of_a_failed_session_is_dead_lettered_without_running(
+    policy: FailurePolicy,
+) -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(policy, tasks)
+    before = failed_at(1)
+    actions = InMemorySessionActions(state=before)
+
+    result = processor.handle(incoming(message(2)), actions)
+
+    assert tasks.calls == []
+    kind, reason, description = actions.last_settlement
+    assert (kind, reason) == ("dead_letter", "SessionFailed")
+    assert "step 1 (A)" in description and "PaymentDeclined" in description
+    assert result.outcome is Outcome.DEAD_LETTERED
+    assert actions.state == before
+
+
+@BOTH
+def test_r15_last_message_of_a_failed_session_clears_the_state(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=failed_at(1))
+
+    processor.handle(incoming(message(3)), actions)
+
+    assert tasks.calls == []
+    assert actions.last_settlement[:2] == ("dead_letter", "SessionFailed")
+    assert actions.state is None
+    assert actions.events == ["set_state", "dead_letter"]
+
+
+@BOTH
+def test_r16_failing_message_redelivered_keeps_its_own_reason(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=failed_at(2, reason="UnknownSku"))
+
+    processor.handle(incoming(message(2), attempt=2), actions)
+
+    assert tasks.calls == []
+    assert actions.last_settlement == ("dead_letter", "UnknownSku", "card refused")
+
+
+# R17 - R19 ------------------------------------------------------------------------------------
+MALFORMED = {
+    "not-json": (b"{nope", "body"),
+    "not-utf8": (b"\xff\xfe", "body"),
+    "not-an-object": (b"[1, 2]", "body"),
+    "missing-field": (
+        json.dumps(
+            {"job_id": "j", "pipeline": "demo", "task": "A", "step": 1, "payload": {}}
+        ).encode(),
+        "is_last",
+    ),
+    "wrong-type": (
+        json.dumps(
+            {
+                "job_id": "j",
+                "pipeline": "demo",
+                "task": "A",
+                "step": "1",
+                "is_last": False,
+                "payload": {},
+            }
+        ).encode(),
+        "step",
+    ),
+    "bool-step": (
+        json.dumps(
+            {
+                "job_id": "j",
+                "pipeline": "demo",
+                "task": "A",
+                "step": True,
+                "is_last": False,
+                "payload": {},
+            }
+        ).encode(),
+        "step",
+    ),
+    "unknown-task": (
+        json.dumps(
+            {
+                "job_id": "j",
+                "pipeline": "demo",
+                "task": "Z",
+                "step": 1,
+                "is_last": False,
+                "payload": {},
+            }
+        ).encode(),
+        "task",
+    ),
+    "other-pipeline": (
+        json.dumps(
+            {
+                "job_id": "j",
+                "pipeline": "other",
+                "task": "A",
+                "step": 1,
+                "is_last": False,
+                "payload": {},
+            }
+        ).encode(),
+        "pipeline",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", MALFORMED, ids=list(MALFORMED))
+def test_r17_malformed_message_fails_the_session_under_stop(case: str) -> None:
+    body, field_name = MALFORMED[case]
+    tasks = Tasks()
+    processor, _ = make_processor(STOP, tasks)
+    actions = InMemorySessionActions(state=running(2))
+
+    result = processor.handle(incoming(body, props={"step": 2, "is_last": False}), actions)
+
+    assert tasks.calls == []
+    kind, reason, description = actions.last_settlement
+    assert (kind, reason) == ("dead_letter", "MalformedMessage")
+    assert field_name in description
+    assert result.outcome is Outcome.DEAD_LETTERED
+    state = state_of(actions)
+    assert state is not None and state.is_failed
+    assert state.failure is not None
+    assert (state.failure.reason, state.failure.step) == ("MalformedMessage", 2)
+    assert_state_written_before_settlement(actions)
+
+
+def test_r18_malformed_message_under_continue_is_counted_and_the_session_goes_on() -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(CONTINUE, tasks)
+    actions = InMemorySessionActions(state=running(2))
+
+    processor.handle(incoming(b"{nope", props={"step": 2, "is_last": False}), actions)
+
+    assert actions.last_settlement[:2] == ("dead_letter", "MalformedMessage")
+    state = state_of(actions)
+    assert state is not None
+    assert (state.status, state.failed, state.next_step) == ("running", 1, 3)
+    processor.handle(incoming(message(3)), actions)
+    assert tasks.ran() == ["C"]
+
+
+@BOTH
+def test_r19_malformed_last_message_still_clears_the_state(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=running(3))
+
+    processor.handle(incoming(b"garbage", props={b"step": 3, b"is_last": True}), actions)
+
+    assert actions.last_settlement[:2] == ("dead_letter", "MalformedMessage")
+    assert actions.state is None
+
+
+# R20 / R21 ------------------------------------------------------------------------------------
+CORRUPT = {
+    "not-json": b"\x00\x01binary",
+    "not-an-object": b"[]",
+    "unknown-version": json.dumps({"version": 99}).encode(),
+    "bad-shape": json.dumps({"version": 1, "status": "running"}).encode(),
+    "unknown-status": json.dumps(
+        {"version": 1, "status": "odd", "next_step": 1, "completed": [], "context": {}}
+    ).encode(),
+}
+
+
+@pytest.mark.parametrize("policy", [STOP, CONTINUE], ids=["stop", "continue"])
+@pytest.mark.parametrize("case", CORRUPT, ids=list(CORRUPT))
+def test_r20_corrupt_state_is_a_failed_session_not_a_crash_loop(
+    case: str, policy: FailurePolicy
+) -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=CORRUPT[case])
+
+    result = processor.handle(incoming(message(2)), actions)
+
+    assert tasks.calls == []
+    assert result.outcome is Outcome.DEAD_LETTERED
+    assert actions.last_settlement[:2] == ("dead_letter", "CorruptSessionState")
+    state = state_of(actions)  # readable again: the next message is short-circuited, not stuck
+    assert state is not None and state.is_failed
+    assert state.failure is not None and state.failure.reason == "CorruptSessionState"
+    processor.handle(incoming(message(3, is_last=False)), actions)
+    assert actions.last_settlement[:2] == ("dead_letter", "SessionFailed")
+
+
+@BOTH
+def test_r21_corrupt_state_and_the_last_message_clears_it(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=b"not json")
+
+    processor.handle(incoming(message(3)), actions)
+
+    assert actions.last_settlement[:2] == ("dead_letter", "CorruptSessionState")
+    assert actions.state is None
+
+
+# A whole session ------------------------------------------------------------------------------
+def test_a_stopped_session_runs_nothing_after_the_failure_and_ends_clean() -> None:
+    tasks = Tasks()
+    tasks.behaviour["A"] = PermanentTaskError("UnknownSku", "SKU X is unknown")
+    processor, _ = make_processor(STOP, tasks)
+    actions = InMemorySessionActions()
+
+    outcomes = [processor.handle(incoming(message(step)), actions) for step in (1, 2, 3)]
+
+    assert tasks.ran() == ["A"]
+    assert [s[1] for s in actions.settlements] == ["UnknownSku", "SessionFailed", "SessionFailed"]
+    assert all(o.outcome is Outcome.DEAD_LETTERED for o in outcomes)
+    assert actions.state is None
+
+
+def test_retry_policy_rejects_nonsense() -> None:
+    with pytest.raises(ValueError):
+        RetryPolicy(max_attempts=0)
+    with pytest.raises(ValueError):
+        RetryPolicy(min_backoff=5, max_backoff=1)
