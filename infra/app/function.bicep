@@ -1,0 +1,130 @@
+// The Function App on Flex Consumption (Linux, Python 3.11). Every connection is identity-based
+// through the user-assigned identity; the only secrets (SMTP) are Key Vault references.
+// FUNCTIONS_WORKER_RUNTIME / FUNCTIONS_EXTENSION_VERSION are not app settings on Flex: the runtime
+// comes from functionAppConfig.runtime.
+param name string
+param planName string
+param location string
+param tags object = {}
+param identityId string
+param identityClientId string
+param storageAccountName string
+param deploymentContainerName string
+param serviceBusFullyQualifiedNamespace string
+param appInsightsConnectionString string
+param keyVaultUri string
+param purchaseQueueName string
+param importQueueName string
+param replayQueueName string
+param dlqArchiveSchedule string = '0 */5 * * * *'
+param smtpHost string
+param smtpPort string
+param smtpStartTls string
+param receiptEmailFrom string
+param maximumInstanceCount int = 40
+param instanceMemoryMB int = 2048
+
+resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
+  name: storageAccountName
+}
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  //checkov:skip=CKV_AZURE_225: Flex Consumption zone redundancy is available in a few regions only; turn it on per region when the SLA needs it.
+  name: planName
+  location: location
+  tags: tags
+  kind: 'functionapp'
+  sku: {
+    tier: 'FlexConsumption'
+    name: 'FC1'
+  }
+  properties: {
+    reserved: true
+  }
+}
+
+resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
+  //checkov:skip=CKV_AZURE_222: POST /api/orders and the replay endpoint are called from outside Azure; function keys guard them (a private endpoint is the VNet variant's job).
+  //checkov:skip=CKV_AZURE_17: callers authenticate with function keys; required client certificates would lock them out.
+  //checkov:skip=CKV_AZURE_212: Flex Consumption scales from zero on Service Bus and HTTP load; a minimum instance count is the always-ready option, a cost choice.
+  //checkov:skip=CKV_AZURE_213: Flex Consumption does not support the App Service health check; the platform monitors the Functions host.
+  name: name
+  location: location
+  tags: tags
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: { '${identityId}': {} }
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    clientCertMode: 'Optional'
+    keyVaultReferenceIdentity: identityId
+    siteConfig: {
+      minTlsVersion: '1.2'
+      ftpsState: 'Disabled'
+      http20Enabled: true
+      httpLoggingEnabled: true
+      detailedErrorLoggingEnabled: true
+      requestTracingEnabled: true
+      appSettings: [
+        // Host storage and the app's tables, blobs and replay queue (identity-based).
+        { name: 'AzureWebJobsStorage__accountName', value: storageAccountName }
+        { name: 'AzureWebJobsStorage__credential', value: 'managedidentity' }
+        { name: 'AzureWebJobsStorage__clientId', value: identityClientId }
+        // Service Bus triggers and the sender (identity-based).
+        { name: 'ServiceBusConnection__fullyQualifiedNamespace', value: serviceBusFullyQualifiedNamespace }
+        { name: 'ServiceBusConnection__credential', value: 'managedidentity' }
+        { name: 'ServiceBusConnection__clientId', value: identityClientId }
+        // Telemetry, sent with Entra auth (local auth is off on the component).
+        { name: 'APPLICATIONINSIGHTS_CONNECTION_STRING', value: appInsightsConnectionString }
+        { name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING', value: 'ClientId=${identityClientId};Authorization=AAD' }
+        // What the app reads (shared/config.py and the trigger decorators).
+        { name: 'PURCHASE_QUEUE_NAME', value: purchaseQueueName }
+        { name: 'IMPORT_QUEUE_NAME', value: importQueueName }
+        { name: 'REPLAY_QUEUE_NAME', value: replayQueueName }
+        { name: 'DLQ_ARCHIVE_SCHEDULE', value: dlqArchiveSchedule }
+        { name: 'DLQ_ARCHIVE_MAX_MESSAGES', value: '2000' }
+        { name: 'DLQ_ARCHIVE_MAX_SECONDS', value: '240' }
+        { name: 'ORDER_TAX_RATE', value: '0.25' }
+        { name: 'ORDER_SHIPPING_FEE', value: '4.95' }
+        { name: 'SMTP_HOST', value: smtpHost }
+        { name: 'SMTP_PORT', value: smtpPort }
+        { name: 'SMTP_STARTTLS', value: smtpStartTls }
+        { name: 'SMTP_USERNAME', value: '@Microsoft.KeyVault(SecretUri=${keyVaultUri}secrets/smtp-username/)' }
+        { name: 'SMTP_PASSWORD', value: '@Microsoft.KeyVault(SecretUri=${keyVaultUri}secrets/smtp-password/)' }
+        { name: 'RECEIPT_EMAIL_FROM', value: receiptEmailFrom }
+        { name: 'PAYMENT_SIMULATOR_DECLINE_TOKENS', value: '' }
+        { name: 'PAYMENT_SIMULATOR_OUTAGE_TOKENS', value: '' }
+        { name: 'TASK_MAX_ATTEMPTS', value: '5' }
+        { name: 'TASK_RETRY_MIN_BACKOFF_SECONDS', value: '1' }
+        { name: 'TASK_RETRY_MAX_BACKOFF_SECONDS', value: '30' }
+      ]
+    }
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: '${storage.properties.primaryEndpoints.blob}${deploymentContainerName}'
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: identityId
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        maximumInstanceCount: maximumInstanceCount
+        instanceMemoryMB: instanceMemoryMB
+      }
+      runtime: {
+        name: 'python'
+        version: '3.11'
+      }
+    }
+  }
+
+}
+
+output name string = functionApp.name
+output defaultHostName string = functionApp.properties.defaultHostName

@@ -1,0 +1,44 @@
+// The Service Bus namespace and the session-enabled task queues. Local (SAS) auth is off: only
+// Entra identities with a data role can send or receive.
+param name string
+param location string
+param tags object = {}
+@allowed(['Standard', 'Premium'])
+param sku string = 'Standard'
+param queueNames array
+
+resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' = {
+  name: name
+  location: location
+  tags: tags
+  sku: {
+    name: sku
+    tier: sku
+    capacity: sku == 'Premium' ? 1 : null
+  }
+  properties: {
+    disableLocalAuth: true
+    minimumTlsVersion: '1.2'
+  }
+}
+
+resource queues 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' = [for queueName in queueNames: {
+  parent: namespace
+  name: queueName
+  properties: {
+    requiresSession: true
+    maxDeliveryCount: 10
+    // A task (a PDF, an SMTP send, a table batch) finishes well inside a minute; the
+    // Functions host renews the session lock while it runs.
+    lockDuration: 'PT1M'
+    // Message ids are deterministic per order/import row, so a re-run Spark job (hours
+    // later) sends no task twice.
+    requiresDuplicateDetection: true
+    duplicateDetectionHistoryTimeWindow: 'P1D'
+    deadLetteringOnMessageExpiration: true
+    defaultMessageTimeToLive: 'P14D'
+  }
+}]
+
+output name string = namespace.name
+output fullyQualifiedNamespace string = '${namespace.name}.servicebus.windows.net'

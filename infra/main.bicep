@@ -1,0 +1,228 @@
+// Everything the app needs in Azure, keyless: the Function App reaches Service Bus, Storage and
+// Key Vault with its user-assigned identity. `azd up` or `az deployment sub create` deploys it.
+targetScope = 'subscription'
+
+@minLength(1)
+@maxLength(64)
+@description('Name of the azd environment; used in every resource name.')
+param environmentName string
+
+@minLength(1)
+@description('Azure region for every resource.')
+param location string
+
+@description('Object id of the deploying developer: gets the same data roles as the app, so local runs against Azure need no keys. Empty to skip.')
+param principalId string = ''
+
+@allowed(['Standard', 'Premium'])
+@description('Service Bus tier. Premium gives isolation and larger messages.')
+param serviceBusSku string = 'Standard'
+
+@description('Also deploy an Azure Databricks workspace for the Spark import job.')
+param deployDatabricks bool = false
+
+@description('Queue names: the same values the app reads from PURCHASE_QUEUE_NAME, IMPORT_QUEUE_NAME and REPLAY_QUEUE_NAME.')
+param purchaseQueueName string = 'purchase-tasks'
+param importQueueName string = 'product-import-tasks'
+param replayQueueName string = 'replay-requests'
+
+@description('SMTP relay for receipts. The credentials go to Key Vault, never to app settings.')
+param smtpHost string = 'smtp.example.com'
+param smtpPort string = '587'
+param smtpStartTls string = 'true'
+@secure()
+param smtpUsername string = ''
+@secure()
+param smtpPassword string = ''
+param receiptEmailFrom string = 'receipts@shop.example'
+
+var abbrs = loadJsonContent('abbreviations.json')
+var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
+var tags = { 'azd-env-name': environmentName }
+var functionAppName = '${abbrs.webSitesFunctions}${resourceToken}'
+var deploymentContainerName = 'app-package-${take(functionAppName, 32)}-${take(resourceToken, 7)}'
+
+resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
+  name: '${abbrs.resourcesResourceGroups}${environmentName}'
+  location: location
+  tags: tags
+}
+
+module identity 'app/identity.bicep' = {
+  name: 'identity'
+  scope: rg
+  params: {
+    name: '${abbrs.managedIdentityUserAssignedIdentities}${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module monitoring 'app/monitoring.bicep' = {
+  name: 'monitoring'
+  scope: rg
+  params: {
+    logAnalyticsName: '${abbrs.operationalInsightsWorkspaces}${resourceToken}'
+    appInsightsName: '${abbrs.insightsComponents}${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module serviceBus 'app/servicebus.bicep' = {
+  name: 'servicebus'
+  scope: rg
+  params: {
+    name: '${abbrs.serviceBusNamespaces}${resourceToken}'
+    location: location
+    tags: tags
+    sku: serviceBusSku
+    queueNames: [purchaseQueueName, importQueueName]
+  }
+}
+
+module storage 'app/storage.bicep' = {
+  name: 'storage'
+  scope: rg
+  params: {
+    name: '${abbrs.storageStorageAccounts}${resourceToken}'
+    location: location
+    tags: tags
+    containers: [deploymentContainerName, 'receipts', 'deadletter-bodies']
+    tables: ['products', 'ordernumbers', 'simulatedpayments', 'deadletters', 'failedsessions', 'replayrequests', 'importprogress', 'importjobs']
+    queues: [replayQueueName, '${replayQueueName}-poison']
+  }
+}
+
+module keyVault 'app/keyvault.bicep' = {
+  name: 'keyvault'
+  scope: rg
+  params: {
+    name: '${abbrs.keyVaultVaults}${resourceToken}'
+    location: location
+    tags: tags
+    smtpUsername: smtpUsername
+    smtpPassword: smtpPassword
+  }
+}
+
+module functionApp 'app/function.bicep' = {
+  name: 'function'
+  scope: rg
+  params: {
+    name: functionAppName
+    planName: '${abbrs.webServerFarms}${resourceToken}'
+    location: location
+    tags: union(tags, { 'azd-service-name': 'api' })
+    identityId: identity.outputs.id
+    identityClientId: identity.outputs.clientId
+    storageAccountName: storage.outputs.name
+    deploymentContainerName: deploymentContainerName
+    serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
+    appInsightsConnectionString: monitoring.outputs.appInsightsConnectionString
+    keyVaultUri: keyVault.outputs.uri
+    purchaseQueueName: purchaseQueueName
+    importQueueName: importQueueName
+    replayQueueName: replayQueueName
+    smtpHost: smtpHost
+    smtpPort: smtpPort
+    smtpStartTls: smtpStartTls
+    receiptEmailFrom: receiptEmailFrom
+  }
+}
+
+// One module per kind of role assignment: once for the app's identity, once for the developer
+// (so `func start` against Azure resources runs as the developer, with no keys).
+module appServiceBusRoles 'app/rbac/servicebus-role.bicep' = {
+  name: 'servicebus-roles-app'
+  scope: rg
+  params: {
+    namespaceName: serviceBus.outputs.name
+    principalId: identity.outputs.principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+module developerServiceBusRoles 'app/rbac/servicebus-role.bicep' = if (!empty(principalId)) {
+  name: 'servicebus-roles-developer'
+  scope: rg
+  params: {
+    namespaceName: serviceBus.outputs.name
+    principalId: principalId
+    principalType: 'User'
+  }
+}
+
+module appStorageRoles 'app/rbac/storage-role.bicep' = {
+  name: 'storage-roles-app'
+  scope: rg
+  params: {
+    storageAccountName: storage.outputs.name
+    principalId: identity.outputs.principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+module developerStorageRoles 'app/rbac/storage-role.bicep' = if (!empty(principalId)) {
+  name: 'storage-roles-developer'
+  scope: rg
+  params: {
+    storageAccountName: storage.outputs.name
+    principalId: principalId
+    principalType: 'User'
+  }
+}
+
+module appKeyVaultRoles 'app/rbac/keyvault-role.bicep' = {
+  name: 'keyvault-roles-app'
+  scope: rg
+  params: {
+    keyVaultName: keyVault.outputs.name
+    principalId: identity.outputs.principalId
+    principalType: 'ServicePrincipal'
+    canWriteSecrets: false
+  }
+}
+
+// The developer sets the SMTP secrets; the app only reads them.
+module developerKeyVaultRoles 'app/rbac/keyvault-role.bicep' = if (!empty(principalId)) {
+  name: 'keyvault-roles-developer'
+  scope: rg
+  params: {
+    keyVaultName: keyVault.outputs.name
+    principalId: principalId
+    principalType: 'User'
+    canWriteSecrets: true
+  }
+}
+
+module monitoringRoles 'app/rbac/monitoring-role.bicep' = {
+  name: 'monitoring-roles'
+  scope: rg
+  params: {
+    appInsightsName: monitoring.outputs.appInsightsName
+    principalId: identity.outputs.principalId
+  }
+}
+
+module databricks 'app/databricks.bicep' = if (deployDatabricks) {
+  name: 'databricks'
+  scope: rg
+  params: {
+    name: '${abbrs.databricksWorkspaces}${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+output AZURE_LOCATION string = location
+output AZURE_TENANT_ID string = tenant().tenantId
+output AZURE_RESOURCE_GROUP string = rg.name
+output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
+output SERVICE_BUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQualifiedNamespace
+output STORAGE_ACCOUNT_NAME string = storage.outputs.name
+output KEY_VAULT_NAME string = keyVault.outputs.name
+output PURCHASE_QUEUE_NAME string = purchaseQueueName
+output IMPORT_QUEUE_NAME string = importQueueName
+output REPLAY_QUEUE_NAME string = replayQueueName
+output DATABRICKS_WORKSPACE_URL string = deployDatabricks ? databricks.outputs.url : ''

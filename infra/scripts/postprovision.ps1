@@ -1,0 +1,36 @@
+# azd postprovision hook (Windows): writes local.settings.json for the deployed resources,
+# identity-based (no keys), like postprovision.sh.
+$ErrorActionPreference = 'Stop'
+$envValues = @{}
+azd env get-values | ForEach-Object {
+    if ($_ -match '^([^=]+)="?(.*?)"?$') { $envValues[$Matches[1]] = $Matches[2] }
+}
+$settings = [ordered]@{
+    IsEncrypted = $false
+    Values      = [ordered]@{
+        FUNCTIONS_WORKER_RUNTIME                      = 'python'
+        AzureWebJobsStorage__accountName              = $envValues['STORAGE_ACCOUNT_NAME']
+        ServiceBusConnection__fullyQualifiedNamespace = $envValues['SERVICE_BUS_FULLY_QUALIFIED_NAMESPACE']
+        PURCHASE_QUEUE_NAME                           = $envValues['PURCHASE_QUEUE_NAME']
+        IMPORT_QUEUE_NAME                             = $envValues['IMPORT_QUEUE_NAME']
+        REPLAY_QUEUE_NAME                             = $envValues['REPLAY_QUEUE_NAME']
+        DLQ_ARCHIVE_SCHEDULE                          = '0 */5 * * * *'
+        DLQ_ARCHIVE_MAX_MESSAGES                      = '2000'
+        DLQ_ARCHIVE_MAX_SECONDS                       = '240'
+        ORDER_TAX_RATE                                = '0.25'
+        ORDER_SHIPPING_FEE                            = '4.95'
+        SMTP_HOST                                     = 'localhost'
+        SMTP_PORT                                     = '1025'
+        SMTP_USERNAME                                 = ''
+        SMTP_PASSWORD                                 = ''
+        SMTP_STARTTLS                                 = 'false'
+        RECEIPT_EMAIL_FROM                            = 'receipts@shop.example'
+        PAYMENT_SIMULATOR_DECLINE_TOKENS              = 'tok_declined'
+        PAYMENT_SIMULATOR_OUTAGE_TOKENS               = ''
+        TASK_MAX_ATTEMPTS                             = '5'
+        TASK_RETRY_MIN_BACKOFF_SECONDS                = '1'
+        TASK_RETRY_MAX_BACKOFF_SECONDS                = '30'
+    }
+}
+$settings | ConvertTo-Json -Depth 3 | Set-Content -Path local.settings.json -Encoding utf8
+Write-Host "Wrote local.settings.json for $($envValues['AZURE_FUNCTION_APP_NAME']) (identity-based; sign in with 'az login')."

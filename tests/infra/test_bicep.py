@@ -1,0 +1,81 @@
+"""Every .bicep file parses (pycep-parser), and the main template has the azd shape."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .conftest import INFRA
+
+pycep = pytest.importorskip("pycep", reason="pycep-parser is in requirements-dev.txt")
+
+BICEP_FILES = sorted(INFRA.rglob("*.bicep"))
+
+
+def test_there_are_bicep_files() -> None:
+    assert INFRA / "main.bicep" in BICEP_FILES
+
+
+@pytest.mark.infra
+@pytest.mark.parametrize("path", BICEP_FILES, ids=lambda p: str(p.relative_to(INFRA)))
+def test_bicep_parses(path: Path) -> None:
+    tree = pycep.BicepParser().parse(text=path.read_text())
+    assert tree
+
+
+def test_main_is_subscription_scoped_and_not_compiled() -> None:
+    main = (INFRA / "main.bicep").read_text()
+    assert re.search(r"^targetScope = 'subscription'", main, re.MULTILINE)
+    assert not (INFRA / "main.json").exists(), "do not commit the compiled template"
+
+
+def test_every_module_reference_exists() -> None:
+    for path in BICEP_FILES:
+        for ref in re.findall(r"^module \w+ '([^']+)'", path.read_text(), re.MULTILINE):
+            assert (path.parent / ref).is_file(), f"{path.name} references missing {ref}"
+
+
+def test_no_keys_or_connection_strings_in_infra() -> None:
+    for path in BICEP_FILES:
+        text = path.read_text()
+        assert "listKeys(" not in text, path
+        assert "AccountKey=" not in text, path
+        assert "SharedAccessKey" not in text, path
+
+
+def test_role_definitions_are_the_documented_built_ins() -> None:
+    expected = {
+        "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0": "Azure Service Bus Data Receiver",
+        "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39": "Azure Service Bus Data Sender",
+        "b7e6dc6d-f1e8-4753-8033-0f276bb0955b": "Storage Blob Data Owner",
+        "974c5e8b-45b9-4653-ba55-5f855dd0fb88": "Storage Queue Data Contributor",
+        "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3": "Storage Table Data Contributor",
+        "4633458b-17de-408a-b874-0445c86b69e6": "Key Vault Secrets User",
+        "b86a8fe4-44ce-4948-aee5-eccb2c155cd7": "Key Vault Secrets Officer",
+        "3913510d-42f4-4e42-8a64-420c390055eb": "Monitoring Metrics Publisher",
+    }
+    found: dict[str, str] = {}
+    for path in (INFRA / "app" / "rbac").glob("*.bicep"):
+        for guid, comment in re.findall(r"'([0-9a-f-]{36})' // (.+)$", path.read_text(), re.M):
+            found[guid] = comment.strip()
+    assert found == expected
+
+
+def _code_constants(suffix: str) -> set[str]:
+    """The values of ``*_TABLE`` / ``*_CONTAINER`` constants in shared/adapters/azure_clients.py."""
+    source = (INFRA.parent / "shared" / "adapters" / "azure_clients.py").read_text()
+    return set(re.findall(rf'^\w+{suffix} = "([^"]+)"', source, re.MULTILINE))
+
+
+def _main_list(param: str) -> set[str]:
+    main = (INFRA / "main.bicep").read_text()
+    match = re.search(rf"^\s+{param}: \[([^\]]*)\]", main, re.MULTILINE)
+    assert match, param
+    return set(re.findall(r"'([^']+)'", match.group(1)))
+
+
+def test_infra_creates_every_table_and_container_the_code_uses() -> None:
+    assert _code_constants("_TABLE") == _main_list("tables")
+    assert _code_constants("_CONTAINER") <= _main_list("containers")

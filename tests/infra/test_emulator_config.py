@@ -1,0 +1,67 @@
+"""infra/local/config.json (the Service Bus emulator's Config.json) agrees with infra."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from .conftest import INFRA, ROOT
+
+
+def _emulator_queues() -> dict[str, dict]:
+    config = json.loads((INFRA / "local" / "config.json").read_text())
+    (namespace,) = config["UserConfig"]["Namespaces"]
+    assert namespace["Name"] == "sbemulatorns"
+    assert config["UserConfig"]["Logging"]["Type"] in ("File", "Console")
+    return {q["Name"]: q["Properties"] for q in namespace["Queues"]}
+
+
+def _infra_default(param: str) -> str:
+    main = (INFRA / "main.bicep").read_text()
+    match = re.search(rf"^param {param} string = '([^']+)'", main, re.MULTILINE)
+    assert match, param
+    return match.group(1)
+
+
+def test_emulator_queues_are_infra_queues() -> None:
+    expected = {_infra_default("purchaseQueueName"), _infra_default("importQueueName")}
+    assert set(_emulator_queues()) == expected
+
+
+def test_emulator_queues_match_the_local_settings_example() -> None:
+    values = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
+    assert {values["PURCHASE_QUEUE_NAME"], values["IMPORT_QUEUE_NAME"]} == set(_emulator_queues())
+
+
+def test_emulator_queue_properties_match_infra() -> None:
+    servicebus = (INFRA / "app" / "servicebus.bicep").read_text()
+    assert "requiresSession: true" in servicebus
+    assert "maxDeliveryCount: 10" in servicebus
+    assert "requiresDuplicateDetection: true" in servicebus
+    assert "deadLetteringOnMessageExpiration: true" in servicebus
+    lock = re.search(r"lockDuration: '(\w+)'", servicebus)
+    assert lock
+    for name, props in _emulator_queues().items():
+        assert props["RequiresSession"] is True, name
+        assert props["MaxDeliveryCount"] == 10, name
+        assert props["RequiresDuplicateDetection"] is True, name
+        assert props["DeadLetteringOnMessageExpiration"] is True, name
+        assert props["LockDuration"] == lock.group(1), name
+        assert set(props) == {
+            "DeadLetteringOnMessageExpiration",
+            "DefaultMessageTimeToLive",
+            "DuplicateDetectionHistoryTimeWindow",
+            "ForwardDeadLetteredMessagesTo",
+            "ForwardTo",
+            "LockDuration",
+            "MaxDeliveryCount",
+            "RequiresDuplicateDetection",
+            "RequiresSession",
+        }
+
+
+def test_compose_mounts_the_config_where_the_emulator_reads_it() -> None:
+    compose = (INFRA / "local" / "docker-compose.yml").read_text()
+    assert "mcr.microsoft.com/azure-messaging/servicebus-emulator" in compose
+    assert "./config.json:/ServiceBus_Emulator/ConfigFiles/Config.json" in compose
+    assert "${MSSQL_SA_PASSWORD}" in compose
