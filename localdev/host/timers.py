@@ -1,0 +1,112 @@
+"""Timer triggers: NCRONTAB schedules with seconds (``second minute hour day month
+day-of-week``, UTC) or a TimeSpan interval (``hh:mm:ss``), runOnStartup, and the past-due flag.
+
+One timer function never runs twice at once (the host holds a singleton lock per timer). When an
+invocation overruns one or more occurrences, the host runs once more at once with
+``past_due=True`` instead of catching up every missed occurrence.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import UTC, datetime, timedelta
+
+from azure.functions.timer import TimerRequest
+from croniter import croniter
+
+from .config import HostConfigurationError, timespan
+from .functions import FunctionSpec, invoke
+
+logger = logging.getLogger("localdev.host")
+
+
+class Schedule:
+    def __init__(self, expression: str) -> None:
+        self.expression = expression.strip()
+        fields = self.expression.split()
+        self._interval: timedelta | None = None
+        if len(fields) == 1 and ":" in self.expression:
+            self._interval = timedelta(seconds=timespan(self.expression, 0))
+            if self._interval <= timedelta(0):
+                raise HostConfigurationError(f"timer schedule {expression!r} is not positive")
+        elif len(fields) in (5, 6):
+            # The host reads 5 fields as minute..day-of-week (second 0), 6 with seconds first.
+            cron = self.expression if len(fields) == 6 else f"0 {self.expression}"
+            if not croniter.is_valid(cron, second_at_beginning=True):
+                raise HostConfigurationError(f"timer schedule {expression!r} is not NCRONTAB")
+            self._cron = cron
+        else:
+            raise HostConfigurationError(
+                f"timer schedule {expression!r}: expected 6 NCRONTAB fields "
+                "(second minute hour day month day-of-week) or a TimeSpan"
+            )
+
+    def next_after(self, moment: datetime) -> datetime:
+        if self._interval is not None:
+            return moment + self._interval
+        return croniter(self._cron, moment, second_at_beginning=True).get_next(datetime)
+
+
+class TimerListener:
+    def __init__(self, spec: FunctionSpec) -> None:
+        self.spec = spec
+        self.schedule = Schedule(str(spec.setting("schedule")))
+        self.run_on_startup = bool(spec.setting("runOnStartup", False))
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=spec.name, daemon=True)
+        self.last: datetime | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        self._stopping.set()
+        self._thread.join(timeout)
+
+    def next_occurrence(self) -> datetime:
+        return self.schedule.next_after(datetime.now(UTC))
+
+    def _run(self) -> None:
+        due = self.schedule.next_after(datetime.now(UTC))
+        if self.run_on_startup:
+            self._fire(scheduled=datetime.now(UTC), past_due=False, reason="startup")
+            due = self.schedule.next_after(datetime.now(UTC))
+        late = False
+        while not self._stopping.is_set():
+            wait = (due - datetime.now(UTC)).total_seconds()
+            if wait > 0 and self._stopping.wait(wait):
+                return
+            self._fire(scheduled=due, past_due=late, reason="timer")
+            due, late = self._following(due)
+
+    def _following(self, fired: datetime) -> tuple[datetime, bool]:
+        """The next occurrence, and whether it is already past (the invocation overran it):
+        missed occurrences collapse into one past-due run."""
+        now = datetime.now(UTC)
+        following = self.schedule.next_after(fired)
+        if following > now:
+            return following, False
+        while (later := self.schedule.next_after(following)) <= now:
+            following = later
+        return following, True
+
+    def _fire(self, *, scheduled: datetime, past_due: bool, reason: str) -> None:
+        next_due = self.schedule.next_after(scheduled)
+        request = TimerRequest(
+            past_due=past_due,
+            schedule_status={
+                "Last": (self.last or datetime.min.replace(tzinfo=UTC)).isoformat(),
+                "Next": next_due.isoformat(),
+                "LastUpdated": datetime.now(UTC).isoformat(),
+            },
+            schedule={"AdjustForDST": False},
+        )
+        invoke(
+            self.spec,
+            {self.spec.arg_name: request},
+            reason="Timer fired at " + scheduled.isoformat()
+            if reason == "timer"
+            else "This function was started on host startup (runOnStartup).",
+        )
+        self.last = scheduled

@@ -1,0 +1,145 @@
+"""One Azurite and one Service Bus emulator per test session; each test runs its own
+``LocalHost`` over ``sample_app`` with only the functions it tests."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+
+from localdev.azurite import AzuriteError, run_azurite
+from localdev.host import LocalHost
+
+from . import sample_app
+
+logging.getLogger("localdev.host").setLevel(logging.INFO)
+
+# Queues of the emulator config: one per test that needs a clean one.
+LOCK_DURATION_SECONDS = 2
+SESSION_QUEUES = (
+    "sessions-concurrency",
+    "sessions-order",
+    "sessions-renewal",
+    "sessions-abandon",
+    "sessions-autocomplete",
+    "sessions-state",
+    "sessions-manual",
+)
+PLAIN_QUEUES = ("plain-tasks",)
+
+FAST_HOST_JSON: dict[str, Any] = {
+    "version": "2.0",
+    "extensions": {
+        "serviceBus": {
+            "maxConcurrentSessions": 8,
+            "sessionIdleTimeout": "00:00:01",
+            "maxAutoLockRenewalDuration": "00:01:00",
+        },
+        "queues": {
+            "maxPollingInterval": "00:00:00.5",
+            "visibilityTimeout": "00:00:00",
+            "maxDequeueCount": 3,
+            "batchSize": 4,
+        },
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def azurite_connection_string() -> Iterator[str]:
+    with ExitStack() as stack:
+        failure: str | None = None
+        try:
+            azurite = stack.enter_context(run_azurite())
+        except AzuriteError as error:
+            failure = str(error)
+        if failure is not None:
+            pytest.fail(failure, pytrace=False)
+        yield azurite.connection_string
+
+
+def emulator_config() -> dict[str, Any]:
+    def queue(name: str, *, sessions: bool) -> dict[str, Any]:
+        return {
+            "Name": name,
+            "Properties": {
+                "RequiresSession": sessions,
+                "LockDuration": f"PT{LOCK_DURATION_SECONDS}S",
+                "MaxDeliveryCount": 10,
+                "DeadLetteringOnMessageExpiration": False,
+                "DefaultMessageTimeToLive": "PT1H",
+                "RequiresDuplicateDetection": False,
+            },
+        }
+
+    return {
+        "UserConfig": {
+            "Namespaces": [
+                {
+                    "Name": "sbemulatorns",
+                    "Queues": [queue(n, sessions=True) for n in SESSION_QUEUES]
+                    + [queue(n, sessions=False) for n in PLAIN_QUEUES],
+                    "Topics": [],
+                }
+            ],
+            "Logging": {"Type": "Console"},
+        }
+    }
+
+
+@pytest.fixture(scope="session")
+def servicebus_connection_string() -> Iterator[str]:
+    try:
+        from localdev.servicebus_emulator.testing import run_emulator
+    except ImportError as error:
+        pytest.skip(f"the Service Bus emulator is not in the tree yet ({error})")
+    with run_emulator(emulator_config()) as emulator:
+        yield emulator.connection_string
+
+
+@pytest.fixture
+def seen() -> Iterator[sample_app.Seen]:
+    sample_app.SEEN.clear()
+    yield sample_app.SEEN
+    sample_app.SEEN.clear()
+
+
+@pytest.fixture
+def run_host() -> Iterator[Callable[..., LocalHost]]:
+    """Start a LocalHost over sample_app with the given functions; stopped after the test."""
+    hosts: list[LocalHost] = []
+
+    def start(
+        functions: list[str],
+        settings: Mapping[str, str] | None = None,
+        host_json: Mapping[str, Any] | None = None,
+    ) -> LocalHost:
+        host = LocalHost(
+            sample_app.app,
+            dict(settings or {}),
+            dict(host_json or FAST_HOST_JSON),
+            functions=functions,
+            drain_timeout=10,
+        )
+        hosts.append(host.start())
+        return host
+
+    yield start
+    for host in hosts:
+        host.stop()
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
+    """Poll until ``condition()`` is truthy; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}")
+        time.sleep(0.05)

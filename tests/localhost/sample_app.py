@@ -1,0 +1,230 @@
+"""A small function app for testing the local host on its own: every function records what it
+saw in ``SEEN`` and does what the message or request asks (sleep, fail, settle, state)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import azure.functions as func
+from azurefunctions.extensions.bindings.servicebus import (
+    ServiceBusMessageActions,
+    ServiceBusReceivedMessage,
+)
+
+
+class Seen:
+    """Thread-safe record of invocations, by function name, plus the sessions in flight."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def add(self, function: str, **facts: Any) -> None:
+        with self._lock:
+            self.calls[function].append({"at": time.monotonic(), **facts})
+
+    def of(self, function: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self.calls[function])
+
+    def enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self.calls.clear()
+            self.in_flight = self.max_in_flight = 0
+
+
+SEEN = Seen()
+app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+
+
+# -- Service Bus ------------------------------------------------------------------------------
+
+
+def _run_command(
+    name: str, message: ServiceBusReceivedMessage, actions: ServiceBusMessageActions
+) -> None:
+    """The body is JSON: {"n": sequence, "sleep": seconds, "fail_times": k (raise on the
+    first k deliveries), "state": "get"|"clear"|<text to set>, "settle": "complete"|
+    "complete_twice"|"deadletter"}."""
+    command = json.loads(
+        b"".join(message.body) if not isinstance(message.body, bytes) else message.body
+    )
+    facts: dict[str, Any] = {
+        "session_id": message.session_id,
+        "sequence": command.get("n"),
+        "delivery_count": message.delivery_count,
+        "message_id": message.message_id,
+        "type": type(message).__name__,
+        "started": time.monotonic(),
+    }
+    earlier = [c for c in SEEN.of(name) if c["message_id"] == message.message_id]
+    SEEN.enter()
+    try:
+        time.sleep(command.get("sleep", 0))
+        state = command.get("state")
+        if state == "get":
+            response = actions._client.GetSessionState(  # the class has no getter yet
+                _get_state_request(message.session_id)
+            )
+            facts["state"] = bytes(response.sessionState)
+        elif state == "clear":
+            actions.set_session_state(message.session_id, b"")
+        elif state:
+            actions.set_session_state(message.session_id, state.encode())
+        settle = command.get("settle")
+        if settle == "complete":
+            actions.complete(message)
+        elif settle == "complete_twice":
+            actions.complete(message)
+            try:
+                actions.complete(message)
+            except Exception as error:
+                facts["second_complete"] = f"{type(error).__name__}: {error}"
+        elif settle == "deadletter":
+            actions.deadletter(
+                message, deadletter_reason="TestReason", deadletter_error_description="because"
+            )
+        if len(earlier) < command.get("fail_times", 0):
+            facts["raised"] = True
+            raise RuntimeError(f"failing delivery {message.delivery_count} on purpose")
+    finally:
+        SEEN.leave()
+        SEEN.add(name, **facts)
+
+
+def _get_state_request(session_id: str) -> Any:
+    from azurefunctions.extensions.bindings.protos.settlement_pb2 import GetSessionStateRequest
+
+    return GetSessionStateRequest(sessionId=session_id)
+
+
+@app.service_bus_queue_trigger(
+    arg_name="message",
+    queue_name="%SESSION_QUEUE%",
+    connection="ServiceBusConnection",
+    is_sessions_enabled=True,
+)
+def session_tasks(
+    message: ServiceBusReceivedMessage, message_actions: ServiceBusMessageActions
+) -> None:
+    _run_command("session_tasks", message, message_actions)
+
+
+@app.service_bus_queue_trigger(
+    arg_name="message",
+    queue_name="%MANUAL_SESSION_QUEUE%",
+    connection="ServiceBusConnection",
+    is_sessions_enabled=True,
+    auto_complete_messages=False,
+)
+def manual_session_tasks(
+    message: ServiceBusReceivedMessage, message_actions: ServiceBusMessageActions
+) -> None:
+    _run_command("manual_session_tasks", message, message_actions)
+
+
+@app.service_bus_queue_trigger(
+    arg_name="message", queue_name="%PLAIN_QUEUE%", connection="ServiceBusConnection"
+)
+def plain_tasks(
+    message: ServiceBusReceivedMessage, message_actions: ServiceBusMessageActions
+) -> None:
+    _run_command("plain_tasks", message, message_actions)
+
+
+# -- HTTP -------------------------------------------------------------------------------------
+
+
+def _echo(name: str, req: func.HttpRequest) -> func.HttpResponse:
+    seen = {
+        "method": req.method,
+        "url": req.url,
+        "params": dict(req.params),
+        "route_params": dict(req.route_params),
+        "body": req.get_body().decode(),
+        "header": req.headers.get("x-test"),
+    }
+    SEEN.add(name, **seen)
+    return func.HttpResponse(
+        json.dumps(seen),
+        status_code=201 if req.method == "POST" else 200,
+        mimetype="application/json",
+        headers={"X-Echo": name},
+    )
+
+
+@app.route(route="public/{name?}", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+def public(req: func.HttpRequest) -> func.HttpResponse:
+    return _echo("public", req)
+
+
+@app.route(route="items/{item_id:int}/{label}", methods=["GET", "POST"])
+def items(req: func.HttpRequest) -> func.HttpResponse:
+    return _echo("items", req)
+
+
+@app.route(route="items/special/{label}", methods=["GET"])
+def special_items(req: func.HttpRequest) -> func.HttpResponse:
+    return _echo("special_items", req)
+
+
+@app.route(route="admin-only", methods=["POST"], auth_level=func.AuthLevel.ADMIN)
+def admin_only(req: func.HttpRequest) -> func.HttpResponse:
+    return _echo("admin_only", req)
+
+
+@app.route(route="slow", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+def slow(req: func.HttpRequest) -> func.HttpResponse:
+    time.sleep(float(req.params.get("seconds", "1")))
+    return func.HttpResponse("done")
+
+
+@app.route(route="boom", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+def boom(req: func.HttpRequest) -> func.HttpResponse:
+    raise RuntimeError("boom")
+
+
+# -- timer and storage queue ------------------------------------------------------------------
+
+
+@app.timer_trigger(arg_name="timer", schedule="%EVERY_SECOND%", run_on_startup=True)
+def every_second(timer: func.TimerRequest) -> None:
+    SEEN.add(
+        "every_second", past_due=timer.past_due, status=dict(getattr(timer, "schedule_status", {}))
+    )
+
+
+@app.timer_trigger(arg_name="timer", schedule="*/1 * * * * *")
+def slow_timer(timer: func.TimerRequest) -> None:
+    SEEN.add("slow_timer", past_due=timer.past_due)
+    time.sleep(2.2)
+
+
+@app.queue_trigger(arg_name="msg", queue_name="%STORAGE_QUEUE%", connection="AzureWebJobsStorage")
+def storage_queue(msg: func.QueueMessage) -> None:
+    body = msg.get_body().decode()
+    SEEN.add(
+        "storage_queue",
+        id=msg.id,
+        body=body,
+        dequeue_count=msg.dequeue_count,
+        insertion_time=msg.insertion_time,
+        type=type(msg).__name__,
+    )
+    if body.startswith("fail"):
+        raise ValueError(f"{body} on purpose")

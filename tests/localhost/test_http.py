@@ -1,0 +1,112 @@
+"""HTTP triggers: routes and their parameters, methods, auth levels and the response."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from localdev.host import LocalHost
+
+HTTP_FUNCTIONS = ["public", "items", "special_items", "admin_only", "boom"]
+KEYS = {"FUNCTIONS_HOST_KEY": "host-key", "FUNCTIONS_MASTER_KEY": "master-key"}
+
+
+def call(
+    url: str, *, method: str = "GET", headers: dict[str, str] | None = None, body: bytes = b""
+) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(url, data=body or None, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+@pytest.fixture
+def host(run_host: Callable[..., LocalHost]) -> LocalHost:
+    return run_host(HTTP_FUNCTIONS, settings=KEYS)
+
+
+def test_function_level_needs_a_key(host: LocalHost, seen: Any) -> None:
+    status, _, _ = call(f"{host.http_url}/api/items/7/blue")
+    assert status == 401
+    status, _, _ = call(f"{host.http_url}/api/items/7/blue?code=wrong")
+    assert status == 401
+    assert seen.of("items") == []
+
+
+def test_function_key_in_the_header_or_the_code_parameter(host: LocalHost, seen: Any) -> None:
+    status, headers, body = call(
+        f"{host.http_url}/api/items/7/blue?x=1",
+        headers={"x-functions-key": "host-key", "x-test": "header"},
+    )
+    assert status == 200
+    assert headers["X-Echo"] == "items"
+    assert headers["Content-Type"].startswith("application/json")
+    assert json.loads(body)["route_params"] == {"item_id": "7", "label": "blue"}
+
+    status, _, body = call(
+        f"{host.http_url}/api/items/8/red?code=master-key", method="POST", body=b"payload"
+    )
+    assert status == 201
+    seen_request = json.loads(body)
+    assert seen_request["method"] == "POST"
+    assert seen_request["body"] == "payload"
+    assert seen_request["params"] == {"code": "master-key"}
+    assert seen_request["url"].endswith("/api/items/8/red?code=master-key")
+
+
+def test_admin_level_takes_only_the_master_key(host: LocalHost) -> None:
+    url = f"{host.http_url}/api/admin-only"
+    assert call(url, method="POST", headers={"x-functions-key": "host-key"})[0] == 401
+    assert call(url, method="POST", headers={"x-functions-key": "master-key"})[0] == 201
+
+
+def test_anonymous_needs_no_key_and_optional_parameters_may_be_left_out(
+    host: LocalHost, seen: Any
+) -> None:
+    status, _, body = call(f"{host.http_url}/api/public")
+    assert status == 200
+    assert json.loads(body)["route_params"] == {}
+    status, _, body = call(f"{host.http_url}/api/public/ann%20e")
+    assert json.loads(body)["route_params"] == {"name": "ann e"}
+
+
+def test_constraints_and_literal_segments_pick_the_route(host: LocalHost, seen: Any) -> None:
+    key = {"x-functions-key": "host-key"}
+    # "special" is no int: only the literal route matches.
+    status, headers, _ = call(f"{host.http_url}/api/items/special/x", headers=key)
+    assert (status, headers["X-Echo"]) == (200, "special_items")
+    # not an int and no literal route: no route at all.
+    assert call(f"{host.http_url}/api/items/seven/x", headers=key)[0] == 404
+
+
+def test_unknown_routes_and_wrong_methods_are_404_like_the_host(host: LocalHost) -> None:
+    key = {"x-functions-key": "host-key"}
+    assert call(f"{host.http_url}/api/nowhere", headers=key)[0] == 404
+    assert call(f"{host.http_url}/items/7/blue", headers=key)[0] == 404  # no /api prefix
+    assert call(f"{host.http_url}/api/public", method="DELETE")[0] == 404
+    assert (
+        call(f"{host.http_url}/api/admin-only", headers={"x-functions-key": "master-key"})[0] == 404
+    )
+
+
+def test_an_unhandled_exception_is_a_500(host: LocalHost) -> None:
+    assert call(f"{host.http_url}/api/boom")[0] == 500
+
+
+def test_route_prefix_and_generated_keys(run_host: Callable[..., LocalHost]) -> None:
+    host = run_host(
+        ["items"],
+        settings={"FUNCTIONS_HOST_KEY": "", "FUNCTIONS_MASTER_KEY": ""},
+        host_json={"version": "2.0", "extensions": {"http": {"routePrefix": "v1"}}},
+    )
+    key = host.function_keys.host
+    assert len(key) >= 32
+    assert call(f"{host.http_url}/v1/items/1/a", headers={"x-functions-key": key})[0] == 200
+    assert call(f"{host.http_url}/api/items/1/a", headers={"x-functions-key": key})[0] == 404

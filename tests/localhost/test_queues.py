@@ -1,0 +1,68 @@
+"""Storage queue triggers: base64 messages, QueueMessage fields, retries and the poison queue."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from azure.storage.queue import QueueClient
+
+from localdev.host import LocalHost
+
+from .conftest import wait_for
+
+
+@pytest.fixture
+def queue_name() -> str:
+    return f"q{uuid.uuid4().hex[:12]}"
+
+
+def send(connection_string: str, queue: str, text: str) -> None:
+    client = QueueClient.from_connection_string(connection_string, queue)
+    client.send_message(base64.b64encode(text.encode()).decode())
+
+
+def test_a_message_reaches_the_function_decoded_and_is_deleted(
+    run_host: Callable[..., LocalHost],
+    seen: Any,
+    azurite_connection_string: str,
+    queue_name: str,
+) -> None:
+    run_host(
+        ["storage_queue"],
+        settings={"STORAGE_QUEUE": queue_name, "AzureWebJobsStorage": azurite_connection_string},
+    )
+    send(azurite_connection_string, queue_name, "hello")
+    (call,) = wait_for(lambda: seen.of("storage_queue"), what="the queue message")
+    assert call["body"] == "hello"
+    assert call["dequeue_count"] == 1
+    assert call["type"] == "QueueMessage"
+    assert call["id"] and call["insertion_time"] is not None
+    client = QueueClient.from_connection_string(azurite_connection_string, queue_name)
+    wait_for(
+        lambda: client.get_queue_properties().approximate_message_count == 0,
+        what="the message deleted",
+    )
+
+
+def test_a_failing_message_is_retried_then_moved_to_the_poison_queue(
+    run_host: Callable[..., LocalHost],
+    seen: Any,
+    azurite_connection_string: str,
+    queue_name: str,
+) -> None:
+    # host.json (FAST_HOST_JSON) sets maxDequeueCount 3 and visibilityTimeout 0.
+    run_host(
+        ["storage_queue"],
+        settings={"STORAGE_QUEUE": queue_name, "AzureWebJobsStorage": azurite_connection_string},
+    )
+    send(azurite_connection_string, queue_name, "fail please")
+    poison = QueueClient.from_connection_string(azurite_connection_string, f"{queue_name}-poison")
+    (moved,) = wait_for(lambda: list(poison.peek_messages()), timeout=15, what="the poison message")
+    assert base64.b64decode(moved.content).decode() == "fail please"
+    assert [c["dequeue_count"] for c in seen.of("storage_queue")] == [1, 2, 3]
+    main = QueueClient.from_connection_string(azurite_connection_string, queue_name)
+    assert main.get_queue_properties().approximate_message_count == 0

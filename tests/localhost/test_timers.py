@@ -1,0 +1,63 @@
+"""Timer triggers: a 6-field NCRONTAB schedule from a setting, runOnStartup, past-due."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from localdev.host import HostConfigurationError, LocalHost
+from localdev.host.timers import Schedule
+
+from .conftest import wait_for
+
+
+def test_every_second_schedule_fires_and_run_on_startup_fires_at_once(
+    run_host: Callable[..., LocalHost], seen: Any
+) -> None:
+    run_host(["every_second"], settings={"EVERY_SECOND": "*/1 * * * * *"})
+    calls = wait_for(
+        lambda: len(seen.of("every_second")) >= 4 and seen.of("every_second"),
+        timeout=6,
+        what="four timer invocations",
+    )
+    gaps = [b["at"] - a["at"] for a, b in itertools.pairwise(calls[1:])]
+    assert all(0.5 < gap < 1.5 for gap in gaps), gaps
+    assert not any(call["past_due"] for call in calls)
+    assert "Next" in calls[-1]["status"]
+
+
+def test_run_on_startup_runs_before_the_first_occurrence(
+    run_host: Callable[..., LocalHost], seen: Any
+) -> None:
+    # An occurrence once a year: only runOnStartup can run it now.
+    run_host(["every_second"], settings={"EVERY_SECOND": "0 0 0 1 1 *"})
+    wait_for(lambda: seen.of("every_second"), timeout=3, what="the startup run")
+    assert len(seen.of("every_second")) == 1
+
+
+def test_an_overrun_makes_the_next_run_past_due(
+    run_host: Callable[..., LocalHost], seen: Any
+) -> None:
+    # slow_timer sleeps 2.2 s on a 1 s schedule: the run after it is late.
+    run_host(["slow_timer"])
+    calls = wait_for(
+        lambda: len(seen.of("slow_timer")) >= 2 and seen.of("slow_timer"),
+        timeout=8,
+        what="two slow timer runs",
+    )
+    assert calls[0]["past_due"] is False
+    assert calls[1]["past_due"] is True
+    assert calls[1]["at"] - calls[0]["at"] < 2.6  # at once, not at the next occurrence + 1
+
+
+def test_schedules() -> None:
+    start = datetime(2026, 1, 1, 0, 0, 0, tzinfo=UTC)
+    assert Schedule("0 */5 * * * *").next_after(start) == datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+    assert Schedule("30 0 9 * * 1-5").next_after(start).isoformat() == "2026-01-01T09:00:30+00:00"
+    assert Schedule("00:00:10").next_after(start) == datetime(2026, 1, 1, 0, 0, 10, tzinfo=UTC)
+    with pytest.raises(HostConfigurationError):
+        Schedule("every minute")
