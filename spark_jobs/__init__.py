@@ -1,0 +1,1 @@
+"""Spark jobs that feed the function app's queues (run on Databricks, or local Spark)."""

@@ -1,0 +1,293 @@
+"""The product import job: catalogue rows -> ordered sessions on the import queue.
+
+Each step is a small function that takes a SparkSession or DataFrame and returns a DataFrame,
+so tests run them one by one on local Spark. Rows are never collected on the driver: files are
+read, numbered and sent by the executors; only counts come back.
+
+Contract of what lands on the queue:
+
+- a row's message id is ``f"{job_id}:{row_number}"`` (its 1-based position among the data rows
+  of the input), so a retried Spark task or a re-run of the same job is caught by the queue's
+  duplicate detection;
+- session ``f"{job_id}-{k:04d}"`` holds a contiguous run of valid rows in row-number order;
+  ``step`` is the position within the session (1-based) and the last one has ``is_last``;
+- the body is the app's TaskMessage (pipeline ``product_import``, task ``ImportProduct``,
+  ``job_id`` = the import job), so the app records progress under the job id.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from .manifest import JobManifest
+from .sending import SendOptions, send_partition
+
+log = logging.getLogger("spark_jobs.product_import")
+
+FIELDS = ("sku", "name", "price", "currency", "description")
+FORMATS = ("csv", "json", "parquet", "xlsx")
+CORRUPT = "_corrupt_record"
+ERROR = "_parse_error"
+ROWS_PER_SESSION = 1000
+MAX_DEFAULT_SESSIONS = 512
+
+_TEXT_SCHEMA = T.StructType([T.StructField(name, T.StringType()) for name in FIELDS])
+_READ_SCHEMA = T.StructType([*_TEXT_SCHEMA.fields, T.StructField(CORRUPT, T.StringType())])
+PARSED_SCHEMA = T.StructType([*_READ_SCHEMA.fields, T.StructField(ERROR, T.StringType())])
+
+
+class CatalogueSchemaError(ValueError):
+    """The input as a whole does not have the catalogue's columns: nothing is sent."""
+
+
+def read_catalogue(spark: SparkSession, path: str, fmt: str) -> DataFrame:
+    """The rows of the file(s) at ``path`` as text columns ``sku, name, price, currency,
+    description`` plus ``_corrupt_record`` (the raw text of a row the reader could not parse)
+    and ``_parse_error`` (why). Raises ``CatalogueSchemaError`` when the columns are missing."""
+    if fmt == "csv":
+        df = (
+            spark.read.schema(_READ_SCHEMA)
+            .option("header", True)
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT)
+            .csv(path)
+        )
+        return _with_error(
+            df, "cannot be parsed as a CSV line with the columns " + ",".join(FIELDS)
+        )
+    if fmt == "json":
+        df = (
+            spark.read.schema(_READ_SCHEMA)
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT)
+            .json(path)
+        )
+        return _with_error(df, "is not a JSON object")
+    if fmt == "parquet":
+        df = spark.read.parquet(path)
+        missing = [name for name in FIELDS if name not in df.columns]
+        if missing:
+            raise CatalogueSchemaError(f"{path} has no column(s) {', '.join(missing)}")
+        return df.select(
+            *[F.col(name).cast("string").alias(name) for name in FIELDS],
+            F.lit(None).cast("string").alias(CORRUPT),
+            F.lit(None).cast("string").alias(ERROR),
+        )
+    if fmt == "xlsx":
+        # Each workbook is parsed by openpyxl inside an executor task, never on the driver.
+        rdd = spark.sparkContext.binaryFiles(path).flatMap(lambda item: _xlsx_rows(item[1]))
+        return spark.createDataFrame(rdd, PARSED_SCHEMA)
+    raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+
+
+def _with_error(df: DataFrame, reason: str) -> DataFrame:
+    return df.withColumn(
+        ERROR, F.when(F.col(CORRUPT).isNotNull(), F.lit(reason)).otherwise(F.lit(None))
+    )
+
+
+def _xlsx_rows(content: bytes) -> Iterator[tuple[str | None, ...]]:
+    from openpyxl import load_workbook  # on the executors only
+
+    workbook = load_workbook(io.BytesIO(content), read_only=True, data_only=True)
+    try:
+        rows = workbook.worksheets[0].iter_rows(values_only=True)
+        header = [str(cell).strip().lower() if cell is not None else "" for cell in next(rows, ())]
+        missing = [name for name in FIELDS if name not in header]
+        if missing:
+            raise CatalogueSchemaError(f"the first sheet has no column(s) {', '.join(missing)}")
+        index = {name: header.index(name) for name in FIELDS}
+        for cells in rows:
+            values = ["" if cell is None else _cell_text(cell) for cell in cells]
+            if not any(value.strip() for value in values):
+                yield (*([None] * len(FIELDS)), "", "is an empty row")
+                continue
+            if len(values) > len(header) and any(v.strip() for v in values[len(header) :]):
+                yield (*([None] * len(FIELDS)), "\t".join(values), "has cells beyond the header")
+                continue
+            yield (
+                *[values[index[name]] if index[name] < len(values) else None for name in FIELDS],
+                None,
+                None,
+            )
+    finally:
+        workbook.close()
+
+
+def _cell_text(cell: object) -> str:
+    if isinstance(cell, float) and cell.is_integer():
+        return str(int(cell))
+    return str(cell)
+
+
+def number_rows(df: DataFrame) -> DataFrame:
+    """Add ``row_number``: the 1-based position of each row in the input, stable across runs
+    of the same input (file order, computed per partition without moving rows)."""
+    return _index_rows(df, "row_number", start=1)
+
+
+def _index_rows(df: DataFrame, name: str, *, start: int) -> DataFrame:
+    """Add a dense index in partition order, in the JVM (no Python round trip per row):
+    monotonically_increasing_id is (partition << 33) + position, so each partition's offset
+    is the number of rows before it; only one count per partition reaches the driver."""
+    # Persisted: the ids are computed once, and later queries read the cache, not a raw
+    # CSV/JSON scan (Spark refuses one that only needs the corrupt-record column).
+    with_id = (
+        df.withColumn("_mid", F.monotonically_increasing_id())
+        .withColumn("_part", F.shiftright(F.col("_mid"), 33))
+        .persist()
+    )
+    counts = sorted(
+        (row["_part"], row["count"]) for row in with_id.groupBy("_part").count().collect()
+    )
+    offsets, running = [], start
+    for part, count in counts:
+        offsets.append((part, running))
+        running += count
+    if not offsets:
+        return df.withColumn(name, F.lit(start).cast("long"))
+    table = df.sparkSession.createDataFrame(offsets, "_part long, _offset long")
+    position = F.col("_mid").bitwiseAND(F.lit((1 << 33) - 1))
+    return (
+        with_id.join(F.broadcast(table), "_part")
+        .withColumn(name, (F.col("_offset") + position).cast("long"))
+        .drop("_mid", "_part", "_offset")
+    )
+
+
+def validate(df: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Split numbered rows into (valid, rejects). Only rows that cannot be parsed at all are
+    rejected, with ``reason`` and the ``raw`` text; business rules (a missing price...) are the
+    function app's to check and dead-letter, row by row."""
+    bad = F.col(ERROR).isNotNull()
+    valid = df.filter(~bad).select(*FIELDS, "row_number")
+    rejects = df.filter(bad).select(
+        "row_number", F.col(ERROR).alias("reason"), F.col(CORRUPT).alias("raw")
+    )
+    return valid, rejects
+
+
+def default_sessions(rows: int) -> int:
+    return max(1, min(MAX_DEFAULT_SESSIONS, math.ceil(rows / ROWS_PER_SESSION)))
+
+
+def assign_sessions(df: DataFrame, job_id: str, sessions: int, *, total: int) -> DataFrame:
+    """Add ``session_id``, ``step`` and ``is_last``: ``total`` valid rows cut into ``sessions``
+    contiguous runs (sizes differ by at most one) in row-number order."""
+    n = max(1, min(sessions, total)) if total else 1
+    # Rank among the valid rows (rejects leave gaps in row_number); row_number order is
+    # partition order here, so the rank is computed the same way.
+    ranked = _index_rows(df, "_rank", start=0)
+    rank = F.col("_rank")
+    k = F.floor(rank * n / total) if total else F.lit(0)
+    start = F.floor((k * total + n - 1) / n)
+    next_start = F.floor(((k + 1) * total + n - 1) / n)
+    return (
+        ranked.withColumn("_k", k.cast("long"))
+        .withColumn("session_id", F.format_string(f"{job_id}-%04d", F.col("_k")))
+        .withColumn("step", (rank - start + 1).cast("int"))
+        .withColumn("is_last", rank == next_start - 1)
+        .drop("_rank", "_k")
+    )
+
+
+@contextmanager
+def _progress_log(job_id: str, sent: Any, total: int, every: float = 10.0) -> Iterator[None]:
+    """Log the messages sent so far every ``every`` seconds in the driver log (the accumulator
+    grows as send tasks finish)."""
+    done = threading.Event()
+
+    def report() -> None:
+        while not done.wait(every):
+            log.info("job %s: %d of %d messages sent", job_id, sent.value, total)
+
+    thread = threading.Thread(target=report, name=f"progress-{job_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    manifest: JobManifest
+    rejects: DataFrame
+
+
+def run_import(
+    spark: SparkSession,
+    *,
+    input_path: str,
+    fmt: str,
+    job_id: str,
+    queue_name: str,
+    connection_string: str,
+    sessions: int | None = None,
+    rejects_path: str | None = None,
+    options: SendOptions | None = None,
+) -> ImportResult:
+    """Read, check, number, split and send one catalogue. Returns the manifest (rows read,
+    rejected, sent; sessions and their message counts) and the rejects DataFrame."""
+    numbered = number_rows(read_catalogue(spark, input_path, fmt)).persist()
+    rows_read = numbered.count()
+    valid, rejects = validate(numbered)
+    rows_rejected = rejects.count()
+    total = rows_read - rows_rejected
+    n = sessions or default_sessions(total)
+    log.info(
+        "job %s: %d rows read, %d rejected, %d to send in %d sessions",
+        job_id,
+        rows_read,
+        rows_rejected,
+        total,
+        n,
+    )
+    if rejects_path:
+        rejects.write.mode("overwrite").json(rejects_path)
+
+    planned = assign_sessions(valid, job_id, n, total=total).persist()
+    session_counts = {
+        row["session_id"]: row["count"] for row in planned.groupBy("session_id").count().collect()
+    }
+    sent = spark.sparkContext.accumulator(0)
+    partitions = max(1, min(len(session_counts), spark.sparkContext.defaultParallelism * 2))
+    send = send_partition(
+        job_id=job_id,
+        queue_name=queue_name,
+        connection_string=connection_string,
+        options=options or SendOptions(),
+        sent=sent,
+    )
+    if total:
+        with _progress_log(job_id, sent, total):
+            (
+                planned.repartition(partitions, "session_id")
+                .sortWithinPartitions("session_id", "step")
+                .foreachPartition(send)
+            )
+    log.info("job %s: %d messages handed to %s", job_id, sent.value, queue_name)
+    planned.unpersist()
+    numbered.unpersist()
+    manifest = JobManifest(
+        job_id=job_id,
+        queue_name=queue_name,
+        rows_read=rows_read,
+        rows_rejected=rows_rejected,
+        rows_sent=sent.value,
+        sessions=dict(sorted(session_counts.items())),
+        source=input_path,
+    )
+    return ImportResult(manifest=manifest, rejects=rejects)
