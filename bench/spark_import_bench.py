@@ -1,0 +1,142 @@
+"""Fanning 100,000 catalogue rows into the import queue: the Spark job on local[2] vs a naive
+single-threaded loop that sends one message at a time with one sender.
+
+Same emulator, same run, same rows (two job ids, so duplicate detection keeps them apart).
+Run: ``.venv/bin/python -m bench.spark_import_bench`` (``--rows N --sessions S``). Prints
+rows/s for both and the ratio; the goal is at least 20x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from azure.servicebus import ServiceBusClient
+
+QUEUE = "product-import-tasks"
+
+
+def config() -> dict:
+    properties = {
+        "RequiresSession": True,
+        "RequiresDuplicateDetection": True,
+        "DuplicateDetectionHistoryTimeWindow": "PT1H",
+        "MaxDeliveryCount": 10,
+        "LockDuration": "PT1M",
+        "DefaultMessageTimeToLive": "PT1H",
+        "DeadLetteringOnMessageExpiration": True,
+        "ForwardTo": "",
+        "ForwardDeadLetteredMessagesTo": "",
+    }
+    return {
+        "UserConfig": {
+            "Namespaces": [
+                {
+                    "Name": "sbemulatorns",
+                    "Queues": [{"Name": QUEUE, "Properties": properties}],
+                    "Topics": [],
+                }
+            ],
+            "Logging": {"Type": "File"},
+        }
+    }
+
+
+def write_catalogue(path: Path, rows: int) -> None:
+    with path.open("w", encoding="utf-8") as out:
+        out.write("sku,name,price,currency,description\n")
+        for i in range(1, rows + 1):
+            out.write(f"SKU-{i:07d},Product {i},{1 + i % 500}.{i % 100:02d},EUR,row {i}\n")
+
+
+def naive_loop(connection_string: str, path: Path, job_id: str, sessions: int) -> int:
+    """One message per send call, one sender, rows in file order: the baseline."""
+    from shared.adapters.servicebus_sender import to_service_bus_message
+    from shared.domain.pipelines import import_message
+    from spark_jobs.product_import.sending import message_id
+
+    lines = path.read_text(encoding="utf-8").splitlines()[1:]
+    total = len(lines)
+    with (
+        ServiceBusClient.from_connection_string(connection_string) as client,
+        client.get_queue_sender(QUEUE) as sender,
+    ):
+        for index, line in enumerate(lines):
+            sku, name, price, currency, description = line.split(",")
+            k = index * sessions // total
+            start = -(-k * total // sessions)
+            end = -(-(k + 1) * total // sessions)
+            row = {"sku": sku, "name": name, "price": price, "currency": currency,
+                   "description": description}  # fmt: skip
+            task = import_message(job_id, index - start + 1, is_last=index == end - 1, row=row)
+            message = to_service_bus_message(f"{job_id}-{k:04d}", task)
+            message.message_id = message_id(job_id, index + 1)
+            sender.send_messages(message)
+    return total
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--sessions", type=int, default=100)
+    args = parser.parse_args()
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from localdev.servicebus_emulator.testing import run_emulator
+    from pyspark.sql import SparkSession
+
+    from spark_jobs.product_import.job import run_import
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    with tempfile.TemporaryDirectory() as tmp, run_emulator(config()) as emulator:
+        path = Path(tmp) / "catalogue.csv"
+        write_catalogue(path, args.rows)
+
+        started = time.perf_counter()
+        result = run_import(
+            spark,
+            input_path=str(path),
+            fmt="csv",
+            job_id="bench-spark",
+            queue_name=QUEUE,
+            connection_string=emulator.connection_string,
+            sessions=args.sessions,
+        )
+        spark_seconds = time.perf_counter() - started
+
+        started = time.perf_counter()
+        naive_rows = naive_loop(emulator.connection_string, path, "bench-naive", args.sessions)
+        naive_seconds = time.perf_counter() - started
+
+    spark.stop()
+    spark_rate = result.manifest.rows_sent / spark_seconds
+    naive_rate = naive_rows / naive_seconds
+    print(
+        json.dumps(
+            {
+                "rows": args.rows,
+                "sessions": args.sessions,
+                "spark_local2_rows_per_s": round(spark_rate),
+                "naive_one_at_a_time_rows_per_s": round(naive_rate),
+                "ratio": round(spark_rate / naive_rate, 1),
+                "goal": 20,
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
