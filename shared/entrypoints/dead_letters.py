@@ -4,14 +4,17 @@ HTTP API and the bulk replay queue trigger."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import azure.functions as func
+from azure.core.exceptions import AzureError
 
 from ..bootstrap import container
 from ..domain.archive import (
@@ -35,6 +38,35 @@ from .problems import json_response, problem
 
 logger = logging.getLogger(__name__)
 bp = func.Blueprint()
+
+RETRY_AFTER_SECONDS = 30
+STATUSES = ("failed", "replayed", "any")
+REPLAY_FIELDS = ("queue", "task", "reason")
+
+HttpFunction = Callable[[func.HttpRequest], func.HttpResponse]
+
+
+def _outages_as_problems(function: HttpFunction) -> HttpFunction:
+    """Storage or Service Bus out of reach is a 503 problem document, not the host's bare 500
+    with a stack trace in the log only."""
+
+    @functools.wraps(function)
+    def wrapper(req: func.HttpRequest) -> func.HttpResponse:
+        try:
+            return function(req)
+        except AzureError as error:
+            logger.warning(
+                "%s could not reach storage: %s", function.__name__, type(error).__name__
+            )
+            return problem(
+                503,
+                "A backing service is unavailable",
+                "Table Storage, the replay queue or Service Bus could not be reached. Retry in "
+                f"{RETRY_AFTER_SECONDS} seconds (with the same Idempotency-Key for a replay).",
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            )
+
+    return wrapper
 
 
 @bp.timer_trigger(arg_name="timer", schedule="%DLQ_ARCHIVE_SCHEDULE%", use_monitor=True)
@@ -60,22 +92,26 @@ def archive_dead_letters(timer: func.TimerRequest) -> None:
 
 
 @bp.route(route="failed-sessions", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@_outages_as_problems
 def list_failed_sessions(req: func.HttpRequest) -> func.HttpResponse:
-    """Failed sessions, filtered by queue, task, reason and status (default "failed", "any");
-    paged with an opaque continuation token."""
+    """Failed sessions, filtered by queue, task, reason and status ("failed" by default,
+    "replayed", "any"); paged with an opaque continuation token."""
     try:
         page_size = _page_size(req.params.get("page_size"))
-        status = req.params.get("status", "failed")
         page = container().archive.list_summaries(
-            queue=req.params.get("queue"),
-            task=req.params.get("task"),
-            reason=req.params.get("reason"),
-            status=None if status == "any" else status,
+            queue=req.params.get("queue") or None,
+            task=req.params.get("task") or None,
+            reason=req.params.get("reason") or None,
+            status=_status(req),
             page_size=page_size,
-            continuation=req.params.get("continuation"),
+            continuation=req.params.get("continuation") or None,
         )
-    except (InvalidInput, ValueError) as error:
+    except InvalidInput as error:
         return _bad_request(error)
+    except (ValueError, TypeError, KeyError) as error:
+        # Only the continuation token comes from the caller without a check of its own.
+        logger.info("Refused a continuation token: %s", error)
+        return _bad_request(InvalidInput("continuation", "is not a token this API returned"))
     return json_response(
         200,
         {
@@ -86,19 +122,23 @@ def list_failed_sessions(req: func.HttpRequest) -> func.HttpResponse:
 
 
 @bp.route(route="failed-session-groups", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@_outages_as_problems
 def failed_session_groups(req: func.HttpRequest) -> func.HttpResponse:
     """Counts of failed sessions by (queue, failed task, reason), largest first."""
-    status = req.params.get("status", "failed")
+    try:
+        status = _status(req)
+    except InvalidInput as error:
+        return _bad_request(error)
     groups = group_failed_sessions(
-        container().archive,
-        status=None if status == "any" else status,
-        queue=req.params.get("queue"),
+        container().archive, status=status, queue=req.params.get("queue") or None
     )
     return json_response(200, {"groups": [asdict(group) for group in groups]})
 
 
 @bp.route(route="failed-sessions/{session_id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@_outages_as_problems
 def get_failed_session(req: func.HttpRequest) -> func.HttpResponse:
+    """One failed session and its archived messages in send order; 404 when none are archived."""
     session_id = _session_id(req)
     archive = container().archive
     try:
@@ -116,18 +156,25 @@ def get_failed_session(req: func.HttpRequest) -> func.HttpResponse:
     methods=["POST"],
     auth_level=func.AuthLevel.FUNCTION,
 )
+@_outages_as_problems
 def replay_failed_session(req: func.HttpRequest) -> func.HttpResponse:
-    """Send the session's archived messages again, in order, under a new session id."""
+    """Send the session's archived messages again, in order, under a new session id derived
+    from the Idempotency-Key: 202 with that id; a repeat with the same key sends nothing new.
+    404 when the session is unknown, 409 when incomplete or replayed under another key."""
     session_id = _session_id(req)
-    key = req.headers.get("Idempotency-Key")
+    key = (req.headers.get("Idempotency-Key") or "").strip()
     if not key:
         return problem(
             400,
             "Idempotency-Key is required",
             "Send an Idempotency-Key header (any unique string, e.g. a UUID) so that a "
             "repeated request replays nothing twice.",
+            errors=[{"field": "Idempotency-Key", "problem": "is required"}],
         )
-    force = req.params.get("force", "false").lower() in ("1", "true", "yes")
+    try:
+        force = _flag(req.params.get("force"), "force")
+    except InvalidInput as error:
+        return _bad_request(error)
     c = container()
     try:
         result = replay_session(
@@ -139,6 +186,8 @@ def replay_failed_session(req: func.HttpRequest) -> func.HttpResponse:
         return problem(409, "The session cannot be replayed now", str(error))
     except InvalidInput as error:
         return _bad_request(error)
+    # The failed session's own view says "replayed" and names the new session once it is done.
+    location = _url(req, f"failed-sessions/{quote(session_id, safe='')}")
     return json_response(
         202,
         {
@@ -147,20 +196,34 @@ def replay_failed_session(req: func.HttpRequest) -> func.HttpResponse:
             "queue": result.queue,
             "sent": result.sent,
             "status": "accepted",
+            "status_url": location,
         },
+        headers={"Location": location},
     )
 
 
 @bp.route(route="replays", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
+@_outages_as_problems
 def request_replay(req: func.HttpRequest) -> func.HttpResponse:
     """Replay every failed session that failed at a task and/or with a reason, in the
-    background (through a storage queue)."""
+    background (through a storage queue): 202 with the status URL of the request."""
     try:
-        document = req.get_json()
-    except ValueError:
-        return problem(400, "The body is not JSON", 'Send {"task": "...", "reason": "..."}.')
+        document = json.loads(req.get_body())
+    except (ValueError, UnicodeDecodeError) as error:
+        return problem(
+            400,
+            "The body is not JSON",
+            f'Send a JSON object such as {{"task": "ProcessPayment", "reason": "..."}}: {error}.',
+        )
     if not isinstance(document, dict):
-        return problem(400, "The body must be a JSON object", 'Send {"task": "...", ...}.')
+        return problem(
+            400, "The body must be a JSON object", 'Send {"task": "...", "reason": "..."}.'
+        )
+    unknown = sorted(set(document) - set(REPLAY_FIELDS))
+    if unknown:
+        return _bad_request(
+            InvalidInput(unknown[0], f"is not a field; use {', '.join(REPLAY_FIELDS)}")
+        )
     c = container()
     try:
         request = request_bulk_replay(
@@ -181,7 +244,10 @@ def request_replay(req: func.HttpRequest) -> func.HttpResponse:
 
 
 @bp.route(route="replays/{request_id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@_outages_as_problems
 def get_replay(req: func.HttpRequest) -> func.HttpResponse:
+    """Progress of a bulk replay: status, sessions found, sent and failed (with the first
+    errors); ``failure`` says why when it ended in the poison queue."""
     try:
         request = container().replay_requests.get(req.route_params["request_id"])
     except ReplayRequestNotFound as error:
@@ -208,12 +274,22 @@ def replay_requests(msg: func.QueueMessage) -> None:
     except ReplayRequestNotFound:
         logger.error("Replay request %s does not exist; the message is dropped.", request_id)
     except Exception as error:
-        if (msg.dequeue_count or 1) >= _max_dequeue_count():
-            mark_bulk_replay_failed(
-                c.replay_requests,
+        attempt = msg.dequeue_count or 1
+        if attempt >= _max_dequeue_count():
+            try:
+                mark_bulk_replay_failed(
+                    c.replay_requests,
+                    request_id,
+                    f"Gave up after {attempt} attempts: {type(error).__name__}: {error}. The "
+                    "request is in the poison queue; fix the cause and request the replay again.",
+                )
+            except Exception:
+                logger.exception("Could not mark replay request %s failed", request_id)
+        else:
+            logger.warning(
+                "Replay request %s failed on attempt %d; the queue delivers it again.",
                 request_id,
-                f"Gave up after {msg.dequeue_count} attempts: {type(error).__name__}: {error}. "
-                "The request is in the poison queue; fix the cause and request the replay again.",
+                attempt,
             )
         raise
 
@@ -225,6 +301,21 @@ def _session_id(req: func.HttpRequest) -> str:
     # Session ids may hold '/', '#', '?': clients percent-encode them, and a host may leave
     # %2F encoded in the route value.
     return unquote(req.route_params["session_id"])
+
+
+def _status(req: func.HttpRequest) -> str | None:
+    status = req.params.get("status") or "failed"
+    if status not in STATUSES:
+        raise InvalidInput("status", f"must be one of {', '.join(STATUSES)}")
+    return None if status == "any" else status
+
+
+def _flag(raw: str | None, name: str) -> bool:
+    if raw is None or raw.lower() in ("", "0", "false", "no"):
+        return False
+    if raw.lower() in ("1", "true", "yes"):
+        return True
+    raise InvalidInput(name, "must be true or false")
 
 
 def _page_size(raw: str | None) -> int:
@@ -244,15 +335,12 @@ def _optional_text(document: dict[str, Any], name: str) -> str | None:
     return value.strip()
 
 
-def _bad_request(error: Exception) -> func.HttpResponse:
-    field = getattr(error, "field", None)
+def _bad_request(error: InvalidInput) -> func.HttpResponse:
     return problem(
         400,
         "The request is not valid",
         str(error),
-        errors=[{"field": field, "problem": getattr(error, "problem", str(error))}]
-        if field
-        else None,
+        errors=[{"field": error.field, "problem": error.problem}],
     )
 
 

@@ -22,8 +22,26 @@ def _trigger(name: str) -> dict[str, Any]:
     return trigger
 
 
-def test_the_app_has_the_orders_api_and_both_session_triggers() -> None:
-    assert set(_functions()) == {"submit_order_http", "purchase_tasks", "product_import_tasks"}
+# name -> (route, methods) of every HTTP function; all take a function key.
+HTTP_ROUTES = {
+    "submit_order_http": ("orders", ["POST"]),
+    "list_failed_sessions": ("failed-sessions", ["GET"]),
+    "failed_session_groups": ("failed-session-groups", ["GET"]),
+    "get_failed_session": ("failed-sessions/{session_id}", ["GET"]),
+    "replay_failed_session": ("failed-sessions/{session_id}/replay", ["POST"]),
+    "request_replay": ("replays", ["POST"]),
+    "get_replay": ("replays/{request_id}", ["GET"]),
+}
+
+
+def test_the_app_has_every_blueprint_registered() -> None:
+    assert set(_functions()) == {
+        *HTTP_ROUTES,
+        "purchase_tasks",
+        "product_import_tasks",
+        "archive_dead_letters",
+        "replay_requests",
+    }
 
 
 def test_the_service_bus_triggers_take_sessions_and_leave_settlement_to_the_app() -> None:
@@ -53,3 +71,25 @@ def test_orders_is_a_function_key_post_only_route() -> None:
     assert trigger["route"] == "orders"
     assert trigger["methods"] == ["POST"]
     assert trigger["authLevel"] == func.AuthLevel.FUNCTION.name
+
+
+def test_every_http_function_is_a_function_key_route_with_its_methods() -> None:
+    for name, (route, methods) in HTTP_ROUTES.items():
+        trigger = _trigger(name)
+        assert trigger["type"] == "httpTrigger", name
+        assert (trigger["route"], trigger["methods"]) == (route, methods), name
+        assert trigger["authLevel"] == func.AuthLevel.FUNCTION.name, name
+
+
+def test_the_archive_timer_runs_on_a_schedule_setting() -> None:
+    trigger = _trigger("archive_dead_letters")
+    assert trigger["type"] == "timerTrigger"
+    assert trigger["schedule"] == "%DLQ_ARCHIVE_SCHEDULE%"
+    assert trigger["useMonitor"] is True
+
+
+def test_bulk_replays_come_from_the_storage_queue_setting() -> None:
+    trigger = _trigger("replay_requests")
+    assert trigger["type"] == "queueTrigger"
+    assert trigger["queueName"] == "%REPLAY_QUEUE_NAME%"
+    assert trigger["connection"] == "AzureWebJobsStorage"
