@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping
 from concurrent import futures
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,12 +14,13 @@ import grpc
 import pytest
 from azure.servicebus import ServiceBusReceivedMessage
 from azure.servicebus._pyamqp.message import Header, Message, Properties
+from azure.storage.queue import QueueClient
 from azurefunctions.extensions.bindings.protos import settlement_pb2, settlement_pb2_grpc
 from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
 from google.protobuf.empty_pb2 import Empty
 
 from shared.bootstrap import Container, use_container
-from shared.config import Settings
+from shared.config import Settings, StorageConnectionSettings
 from shared.domain.errors import PermanentTaskError, TransientTaskError
 from shared.domain.pipelines import PRODUCT_IMPORT, PURCHASE
 from shared.service_layer.processor import (
@@ -27,7 +29,12 @@ from shared.service_layer.processor import (
     SessionProcessor,
     TaskInvocation,
 )
-from tests.fakes import InMemoryTaskSender
+from tests.fakes import (
+    InMemoryDeadLetterQueue,
+    InMemoryResender,
+    InMemorySessionSeeder,
+    InMemoryTaskSender,
+)
 
 SETTINGS = {
     "PURCHASE_QUEUE_NAME": "purchase-tasks",
@@ -175,3 +182,74 @@ def twins() -> Iterator[Twins]:
     use_container(c)
     yield Twins(c, sender)
     use_container(None)
+
+
+# -- real storage for the bindings that read and write it ----------------------------------------
+
+
+@pytest.fixture(scope="session")
+def azurite_connection_string() -> Iterator[str]:
+    """A real Azurite for this test session, started on first use."""
+    from localdev.azurite import AzuriteError, run_azurite
+
+    with ExitStack() as stack:
+        failure: str | None = None
+        try:
+            azurite = stack.enter_context(run_azurite())
+        except AzuriteError as error:
+            failure = str(error)
+        if failure is not None:
+            pytest.fail(failure, pytrace=False)
+        yield azurite.connection_string
+
+
+@dataclass
+class StorageApp:
+    """The app's container on a real Azurite, each table, container and queue fresh for one
+    test; Service Bus (the dead-letter sub-queues, the resender, the session seeder) is still
+    in memory until the project's emulator lands."""
+
+    container: Container
+    dead_letters: InMemoryDeadLetterQueue
+    resender: InMemoryResender
+    seeder: InMemorySessionSeeder
+    replay_queue: QueueClient
+
+
+@pytest.fixture
+def storage_app(azurite_connection_string: str) -> Iterator[StorageApp]:
+    from shared.adapters.azure_clients import blob_service, queue_service, table_service
+    from shared.adapters.storage_replay_queue import StorageQueueReplayQueue, replay_queue_client
+    from shared.adapters.table_archive import TableDeadLetterArchive, TableReplayRequests
+
+    storage = StorageConnectionSettings(connection_string=azurite_connection_string)
+    tables, blobs, queues = table_service(storage), blob_service(storage), queue_service(storage)
+    suffix = uuid.uuid4().hex[:12]
+    names = [f"deadletters{suffix}", f"failedsessions{suffix}", f"replayrequests{suffix}"]
+    rows, sessions, requests = (tables.create_table(name) for name in names)
+    bodies = blobs.create_container(f"bodies-{suffix}")
+    queue = replay_queue_client(queues.create_queue(f"replays-{suffix}"))
+
+    c = Container(Settings.from_env({**SETTINGS, "AzureWebJobsStorage": azurite_connection_string}))
+    app = StorageApp(
+        container=c,
+        dead_letters=InMemoryDeadLetterQueue(),
+        resender=InMemoryResender(),
+        seeder=InMemorySessionSeeder(),
+        replay_queue=queue,
+    )
+    c.archive = TableDeadLetterArchive(rows, sessions, bodies)  # type: ignore[misc]
+    c.replay_requests = TableReplayRequests(requests)  # type: ignore[misc]
+    c.replay_queue = StorageQueueReplayQueue(queue)  # type: ignore[misc]
+    c.dead_letter_source = app.dead_letters  # type: ignore[misc]
+    c.resender = app.resender  # type: ignore[misc]
+    c.session_seeder = app.seeder  # type: ignore[misc]
+    use_container(c)
+    try:
+        yield app
+    finally:
+        use_container(None)
+        for name in names:
+            tables.delete_table(name)
+        bodies.delete_container()
+        queue.delete_queue()
