@@ -74,8 +74,9 @@ def naive_loop(connection_string: str, path: Path, job_id: str, sessions: int) -
             row = {"sku": sku, "name": name, "price": price, "currency": currency,
                    "description": description}  # fmt: skip
             task = import_message(job_id, index - start + 1, is_last=index == end - 1, row=row)
-            message = to_service_bus_message(f"{job_id}-{k:04d}", task)
-            message.message_id = message_id(job_id, index + 1)
+            message = to_service_bus_message(
+                f"{job_id}-{k:04d}", task, message_id=message_id(job_id, index + 1)
+            )
             sender.send_messages(message)
     return total
 

@@ -33,15 +33,18 @@ class ServiceBusTaskSender:
             sender.send_messages(batch)
 
 
-def to_service_bus_message(session_id: str, message: TaskMessage) -> ServiceBusMessage:
+def to_service_bus_message(
+    session_id: str, message: TaskMessage, *, message_id: str | None = None
+) -> ServiceBusMessage:
     """The body is the task as JSON; the routing fields are repeated as application
     properties, and the message id is deterministic so duplicate detection catches a
-    re-send."""
+    re-send: ``message.message_id()`` (job:step) unless the caller knows a better one, e.g.
+    job:row for an import whose job spans several sessions."""
     properties: dict[str | bytes, Any] = dict(message.application_properties().items())
     return ServiceBusMessage(
         message.to_json(),
         session_id=session_id,
-        message_id=message.message_id(),
+        message_id=message_id or message.message_id(),
         application_properties=properties,
         content_type=CONTENT_TYPE,
     )

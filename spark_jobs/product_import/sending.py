@@ -51,9 +51,9 @@ def to_message(job_id: str, row: Any) -> ServiceBusMessage:
     ``row_number`` and the payload fields)."""
     payload = {name: row[name] for name in PAYLOAD_FIELDS}
     task = import_message(job_id, int(row["step"]), is_last=bool(row["is_last"]), row=payload)
-    message = to_service_bus_message(row["session_id"], task)
-    message.message_id = message_id(job_id, int(row["row_number"]))
-    return message
+    return to_service_bus_message(
+        row["session_id"], task, message_id=message_id(job_id, int(row["row_number"]))
+    )
 
 
 def is_transient(error: BaseException) -> bool:
