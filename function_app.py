@@ -11,7 +11,13 @@ import logging
 
 import azure.functions as func
 
-from shared.entrypoints import dead_letters, orders_http, product_import_tasks, purchase_tasks
+from shared.entrypoints import (
+    dead_letters,
+    imports_http,
+    orders_http,
+    product_import_tasks,
+    purchase_tasks,
+)
 
 logging.getLogger("azure").setLevel(logging.WARNING)  # the SDKs log every HTTP call at INFO
 
@@ -20,3 +26,4 @@ app.register_functions(orders_http.bp)
 app.register_functions(purchase_tasks.bp)
 app.register_functions(product_import_tasks.bp)
 app.register_functions(dead_letters.bp)
+app.register_functions(imports_http.bp)

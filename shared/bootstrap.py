@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .adapters.table_import_progress import TableImportProgress
     from .service_layer.ports import (
         DeadLetterSource,
+        ImportManifests,
         MessageResender,
         ReplayQueue,
         SessionSeeder,
@@ -120,6 +121,12 @@ class Container:
         from .adapters.table_import_progress import TableImportProgress
 
         return TableImportProgress(self._table_service.get_table_client(IMPORT_PROGRESS_TABLE))
+
+    @cached_property
+    def import_manifests(self) -> ImportManifests:
+        from .adapters.table_import_manifests import IMPORT_JOBS_TABLE, TableManifestStore
+
+        return TableManifestStore(self._table_service.get_table_client(IMPORT_JOBS_TABLE))
 
     @cached_property
     def task_sender(self) -> TaskSender:

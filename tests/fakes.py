@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from shared.domain.archive import ArchivedMessage, FailedSession, FailureRecord, SessionNotArchived
 from shared.domain.envelope import TaskMessage
+from shared.domain.import_jobs import JobManifest, ManifestNotFound
 from shared.domain.payments import Charge, PaymentDeclined, PaymentProviderUnavailable
 from shared.domain.products import Product
 from shared.domain.receipts import Receipt
@@ -284,3 +285,38 @@ class InMemoryReplayRequests:
     # ReplayQueue
     def enqueue(self, request_id: str) -> None:
         self.queued.append(request_id)
+
+
+# -- product imports --------------------------------------------------------------------------
+
+
+class InMemoryImportProgress:
+    """One outcome per (job, session, step), overwritten when recorded again."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str, int | None], tuple[str, str | None]] = {}
+
+    def record(
+        self, job_id: str, session_id: str, step: int | None, *, status: str, reason: str | None
+    ) -> None:
+        self.rows[(job_id, session_id, step)] = (status, reason)
+
+    def counts(self, job_id: str) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for (job, _, _), (status, _) in self.rows.items():
+            if job == job_id:
+                counts[status] = counts.get(status, 0) + 1
+        return counts
+
+
+class InMemoryImportManifests:
+    def __init__(self) -> None:
+        self.manifests: dict[str, JobManifest] = {}
+
+    def save(self, manifest: JobManifest) -> None:
+        self.manifests[manifest.job_id] = manifest
+
+    def get(self, job_id: str) -> JobManifest:
+        if job_id not in self.manifests:
+            raise ManifestNotFound(job_id)
+        return self.manifests[job_id]

@@ -24,6 +24,7 @@ from ..config import (
     ServiceBusConnectionSettings,
     StorageConnectionSettings,
 )
+from .table_import_manifests import IMPORT_JOBS_TABLE
 
 PRODUCTS_TABLE = "products"
 ORDER_NUMBERS_TABLE = "ordernumbers"
@@ -34,7 +35,6 @@ DEAD_LETTERS_TABLE = "deadletters"
 FAILED_SESSIONS_TABLE = "failedsessions"
 REPLAY_REQUESTS_TABLE = "replayrequests"
 IMPORT_PROGRESS_TABLE = "importprogress"
-IMPORT_JOBS_TABLE = "importjobs"  # manifests written by the Spark import job
 DEAD_LETTER_BODIES_CONTAINER = "deadletter-bodies"
 
 APP_TABLES = (

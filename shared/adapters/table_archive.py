@@ -26,35 +26,12 @@ from ..domain.archive import (
 )
 from ..domain.replays import ReplayRequest, ReplayRequestNotFound
 from ..service_layer.ports import Page
+from .table_keys import session_id_of, session_key
 
 TRANSACTION_MAX_OPERATIONS = 100  # Table Storage's limit (and Azurite breaks above it)
 TRANSACTION_MAX_BYTES = 3 * 1024 * 1024  # under the 4 MiB request limit, with room for JSON
 INLINE_BODY_MAX = 60 * 1024  # a binary property holds 64 KiB; bigger bodies go to Blob
 SUMMARY_ROW = "summary"
-_NO_SESSION = "~"  # a lone '~' is never produced by escaping a real session id
-_FORBIDDEN = set("/\\#?~") | {chr(c) for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
-
-
-def session_key(session_id: str | None) -> str:
-    """A valid PartitionKey for any session id Service Bus accepts ('/', '\\', '#', '?',
-    control characters, 128 characters), and reversible: ``~XX`` per escaped character."""
-    if session_id is None:
-        return _NO_SESSION
-    return "".join(f"~{ord(c):02X}" if c in _FORBIDDEN else c for c in session_id)
-
-
-def session_id_of(key: str) -> str | None:
-    if key == _NO_SESSION:
-        return None
-    out, i = [], 0
-    while i < len(key):
-        if key[i] == "~":
-            out.append(chr(int(key[i + 1 : i + 3], 16)))
-            i += 3
-        else:
-            out.append(key[i])
-            i += 1
-    return "".join(out)
 
 
 class TableDeadLetterArchive:

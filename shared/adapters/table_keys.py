@@ -25,3 +25,31 @@ def escape_key(value: str) -> str:
         return f"~{encoded}"
     # Too long to keep whole: a digest is still unique for any practical purpose.
     return f"~sha256-{hashlib.sha256(value.encode('utf-8')).hexdigest()}"
+
+
+# -- session ids as keys: readable where they can be, every one reversible -----------------------
+
+_NO_SESSION = "~"  # a lone '~' is never produced by escaping a real session id
+_FORBIDDEN = set("/\\#?~") | {chr(c) for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
+
+
+def session_key(session_id: str | None) -> str:
+    """A valid PartitionKey for any session id Service Bus accepts ('/', '\\', '#', '?',
+    control characters, 128 characters), and reversible: ``~XX`` per escaped character."""
+    if session_id is None:
+        return _NO_SESSION
+    return "".join(f"~{ord(c):02X}" if c in _FORBIDDEN else c for c in session_id)
+
+
+def session_id_of(key: str) -> str | None:
+    if key == _NO_SESSION:
+        return None
+    out, i = [], 0
+    while i < len(key):
+        if key[i] == "~":
+            out.append(chr(int(key[i + 1 : i + 3], 16)))
+            i += 3
+        else:
+            out.append(key[i])
+            i += 1
+    return "".join(out)

@@ -1,4 +1,5 @@
-"""What became of the rows of a product import, as the import tasks recorded it."""
+"""What became of the rows of a product import: recorded by the import tasks, reported
+together with the Spark job's manifest."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..domain.envelope import TaskMessage
-from .ports import ImportProgress
+from ..domain.import_jobs import ImportJobStatus, ManifestNotFound, import_job_status
+from .ports import ImportManifests, ImportProgress
 from .processor import IncomingMessage, Observer, Outcome
 
 IMPORTED = "imported"
@@ -43,3 +45,15 @@ def import_progress_observer(progress: ImportProgress) -> Observer:
 
 def _plain(properties: Mapping[Any, Any]) -> dict[str, Any]:
     return {(k.decode() if isinstance(k, bytes) else str(k)): v for k, v in properties.items()}
+
+
+def get_import_status(
+    manifests: ImportManifests, progress: ImportProgress, job_id: str
+) -> ImportJobStatus:
+    """Rows read, rejected and sent (the manifest) and imported and failed (the tasks) of one
+    job. Raises ``ImportJobNotFound`` when neither knows the job."""
+    try:
+        manifest = manifests.get(job_id)
+    except ManifestNotFound:
+        manifest = None
+    return import_job_status(job_id, manifest, progress.counts(job_id))

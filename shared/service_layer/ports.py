@@ -12,6 +12,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from ..domain.archive import ArchivedMessage, FailedSession, FailureRecord
 from ..domain.envelope import TaskMessage
+from ..domain.import_jobs import JobManifest
 from ..domain.payments import Charge
 from ..domain.products import Product
 from ..domain.receipts import Receipt
@@ -216,4 +217,11 @@ class ImportProgress(Protocol):
 
     def counts(self, job_id: str) -> dict[str, int]:
         """How many rows of the job ended in each status; empty when none did yet."""
+        ...
+
+
+class ImportManifests(Protocol):
+    def get(self, job_id: str) -> JobManifest:
+        """The manifest the Spark job saved once it sent the job's rows; raises
+        ``ManifestNotFound`` before that (or for an unknown job)."""
         ...

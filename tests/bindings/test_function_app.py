@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import azure.functions as func
@@ -31,6 +32,7 @@ HTTP_ROUTES = {
     "replay_failed_session": ("failed-sessions/{session_id}/replay", ["POST"]),
     "request_replay": ("replays", ["POST"]),
     "get_replay": ("replays/{request_id}", ["GET"]),
+    "get_import": ("imports/{job_id}", ["GET"]),
 }
 
 
@@ -93,3 +95,13 @@ def test_bulk_replays_come_from_the_storage_queue_setting() -> None:
     assert trigger["type"] == "queueTrigger"
     assert trigger["queueName"] == "%REPLAY_QUEUE_NAME%"
     assert trigger["connection"] == "AzureWebJobsStorage"
+
+
+def test_the_function_app_does_not_import_the_spark_jobs_it_is_deployed_without() -> None:
+    # .funcignore leaves spark_jobs/ out of the package: importing it would fail in Azure.
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['spark_jobs'] = None; sys.modules['pyspark'] = None\n"
+    code += "import function_app\n"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])

@@ -1,0 +1,87 @@
+"""The manifests of product import jobs in Table Storage (table ``importjobs``).
+
+The Spark job writes them (spark_jobs ships this module in its wheel) and the function app
+reads them for GET /api/imports/{job_id}, so this module needs only azure-data-tables: no
+pyspark, no blob or queue client. One entity per job: PartitionKey = the job id (escaped like
+the app's other keys), RowKey = ``manifest``. Saving again replaces it, so a re-run of the same
+job keeps one manifest.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from azure.core.exceptions import ResourceNotFoundError
+from azure.data.tables import TableClient, UpdateMode
+
+from ..domain.import_jobs import JobManifest, ManifestNotFound
+from .table_keys import session_key
+
+IMPORT_JOBS_TABLE = "importjobs"
+_ROW_KEY = "manifest"
+# A string property holds at most 64 KiB (32K UTF-16 characters): thousands of sessions are
+# spread over sessions, sessions_1, sessions_2... (an entity holds up to 1 MiB).
+_CHUNK = 30_000
+
+
+class TableManifestStore:
+    """Implements ImportManifests (and the Spark job's save)."""
+
+    def __init__(self, table: TableClient) -> None:
+        self._table = table
+
+    def save(self, manifest: JobManifest) -> None:
+        """Insert or replace the manifest of ``manifest.job_id``."""
+        self._table.upsert_entity(manifest_entity(manifest), mode=UpdateMode.REPLACE)
+
+    def get(self, job_id: str) -> JobManifest:
+        """The manifest of ``job_id``; raises ``ManifestNotFound`` when there is none."""
+        try:
+            entity = self._table.get_entity(session_key(job_id), _ROW_KEY)
+        except ResourceNotFoundError as error:
+            raise ManifestNotFound(job_id) from error
+        return manifest_of(entity)
+
+
+def manifest_entity(manifest: JobManifest) -> dict[str, Any]:
+    return {
+        "PartitionKey": session_key(manifest.job_id),
+        "RowKey": _ROW_KEY,
+        "job_id": manifest.job_id,
+        "queue_name": manifest.queue_name,
+        "rows_read": manifest.rows_read,
+        "rows_rejected": manifest.rows_rejected,
+        "rows_sent": manifest.rows_sent,
+        "session_count": manifest.session_count,
+        "source": manifest.source,
+        "status": manifest.status,
+        **_chunked(json.dumps(manifest.sessions, sort_keys=True, separators=(",", ":"))),
+    }
+
+
+def manifest_of(entity: Any) -> JobManifest:
+    return JobManifest(
+        job_id=entity["job_id"],
+        queue_name=entity.get("queue_name", ""),
+        rows_read=int(entity["rows_read"]),
+        rows_rejected=int(entity["rows_rejected"]),
+        rows_sent=int(entity["rows_sent"]),
+        sessions={k: int(v) for k, v in json.loads(_joined(entity) or "{}").items()},
+        source=entity.get("source", ""),
+        status=entity.get("status", "sent"),
+    )
+
+
+def _chunked(text: str) -> dict[str, str]:
+    parts = [text[i : i + _CHUNK] for i in range(0, len(text), _CHUNK)] or [""]
+    return {("sessions" if n == 0 else f"sessions_{n}"): part for n, part in enumerate(parts)}
+
+
+def _joined(entity: Any) -> str:
+    parts = [entity.get("sessions") or ""]
+    n = 1
+    while f"sessions_{n}" in entity:
+        parts.append(entity[f"sessions_{n}"])
+        n += 1
+    return "".join(parts)
