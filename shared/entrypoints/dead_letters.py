@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import azure.functions as func
 from azure.core.exceptions import AzureError
@@ -35,6 +35,7 @@ from ..service_layer.replay import (
     run_bulk_replay,
 )
 from .problems import json_response, problem
+from .routes import route_value
 
 logger = logging.getLogger(__name__)
 bp = func.Blueprint()
@@ -298,9 +299,7 @@ def replay_requests(msg: func.QueueMessage) -> None:
 
 
 def _session_id(req: func.HttpRequest) -> str:
-    # Session ids may hold '/', '#', '?': clients percent-encode them, and a host may leave
-    # %2F encoded in the route value.
-    return unquote(req.route_params["session_id"])
+    return route_value(req, "session_id")
 
 
 def _status(req: func.HttpRequest) -> str | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict
-from urllib.parse import unquote
 
 import azure.functions as func
 from azure.core.exceptions import AzureError
@@ -13,6 +12,7 @@ from ..bootstrap import container
 from ..domain.import_jobs import ImportJobNotFound
 from ..service_layer.imports import get_import_status
 from .problems import json_response, problem
+from .routes import route_value
 
 logger = logging.getLogger(__name__)
 
@@ -25,8 +25,7 @@ RETRY_AFTER_SECONDS = 30
 def get_import(req: func.HttpRequest) -> func.HttpResponse:
     """Rows read, rejected and sent (the Spark job's manifest) and rows imported, failed and
     pending (what the import tasks recorded). 404 when neither knows the job."""
-    # Job ids may hold '/' or '#': clients percent-encode them and the host may leave %2F as is.
-    job_id = unquote(req.route_params["job_id"])
+    job_id = route_value(req, "job_id")
     c = container()
     try:
         status = get_import_status(c.import_manifests, c.import_progress, job_id)

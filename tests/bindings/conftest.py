@@ -36,6 +36,13 @@ from tests.fakes import (
     InMemoryTaskSender,
 )
 
+
+def host_route_value(value: str) -> str:
+    """A route value as the Functions host hands it over: a client percent-encodes the id and
+    the host decodes every escape but %2F (as ASP.NET Core does)."""
+    return value.replace("/", "%2F")
+
+
 SETTINGS = {
     "PURCHASE_QUEUE_NAME": "purchase-tasks",
     "IMPORT_QUEUE_NAME": "product-import-tasks",
