@@ -105,3 +105,12 @@ def test_the_function_app_does_not_import_the_spark_jobs_it_is_deployed_without(
     code = "import sys; sys.modules['spark_jobs'] = None; sys.modules['pyspark'] = None\n"
     code += "import function_app\n"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
+
+
+def test_the_readme_documents_every_http_route_with_a_curl_example() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("## HTTP API", 1)[1].split("\n## ", 1)[0]
+    for name, (route, methods) in HTTP_ROUTES.items():
+        assert f"{methods[0]} /api/{route}" in section, name
+        first = route.split("/{", 1)[0]
+        assert f"$API/{first}" in section, f"{name} has no curl example"
