@@ -33,3 +33,10 @@ clean:
 .PHONY: up
 up: setup
 	$(PY) -m localdev.stack
+
+# The whole story end to end on this machine: imports a catalogue with the Spark job, submits
+# orders (some designed to fail), archives the dead letters, replays the outage. Exit code 0
+# only when it came out as expected.
+.PHONY: demo
+demo: setup
+	$(PY) -m localdev.demo
