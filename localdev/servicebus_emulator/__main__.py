@@ -1,0 +1,80 @@
+"""``python -m localdev.servicebus_emulator --config FILE [--host] [--port] [--data-dir]``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from .config import ConfigError, load
+from .server import CONNECTION_STRING, Emulator
+
+log = logging.getLogger("localdev.servicebus_emulator")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m localdev.servicebus_emulator",
+        description="A Docker-free Azure Service Bus emulator for the azure-servicebus SDK.",
+    )
+    parser.add_argument(
+        "--config", required=True, help="config.json in the official emulator's format"
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=5672, help="AMQP port (default 5672; 0 = any free port)"
+    )
+    parser.add_argument(
+        "--data-dir", type=Path, help="keep messages here across restarts (SQLite, WAL)"
+    )
+    parser.add_argument(
+        "--http-port", type=int, default=None,
+        help="status port for GET /health and GET /queues (default: a free port, printed at start)",
+    )  # fmt: skip
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        queues = load(args.config)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_serve(queues, args))
+    except OSError as error:
+        print(f"error: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _serve(queues, args) -> None:  # type: ignore[no-untyped-def]
+    emulator = Emulator(queues, args.data_dir)
+    port, http_port = await emulator.start(
+        args.host, args.port, 0 if args.http_port is None else args.http_port
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    durable = f"data in {args.data_dir}" if args.data_dir else "in memory"
+    log.info(
+        "Service Bus emulator ready on amqp://%s:%d (%d queues, %s); health: http://%s:%d/health",
+        args.host, port, len(queues), durable, args.host, http_port,
+    )  # fmt: skip
+    log.info("connection string: %s", CONNECTION_STRING.format(host=args.host, port=port))
+    await stop.wait()
+    log.info("stopping")
+    await emulator.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

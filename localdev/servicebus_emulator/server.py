@@ -1,0 +1,99 @@
+"""The emulator process: the AMQP listener, the broker's timers and a small HTTP status port."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from .amqp import Connection
+from .broker import Broker, now_ms
+from .config import QueueConfig
+from .store import SqliteStore, Store
+
+log = logging.getLogger("localdev.servicebus_emulator")
+
+CONNECTION_STRING = (
+    "Endpoint=sb://{host}:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
+    "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+)
+TICK_SECONDS = 0.05
+
+
+class Emulator:
+    def __init__(self, queues: Sequence[QueueConfig], data_dir: Path | None = None) -> None:
+        self.store: Store | None = SqliteStore(data_dir) if data_dir else None
+        self.broker = Broker(queues, self.store)
+        self.connections: set[asyncio.Task[None]] = set()
+        self._servers: list[asyncio.base_events.Server] = []
+        self._ticker: asyncio.Task[None] | None = None
+
+    async def start(self, host: str, port: int, http_port: int | None) -> tuple[int, int | None]:
+        amqp = await asyncio.start_server(self._accept, host, port, backlog=512)
+        self._servers.append(amqp)
+        port = amqp.sockets[0].getsockname()[1]
+        if http_port is not None:
+            http = await asyncio.start_server(self._http, host, http_port)
+            self._servers.append(http)
+            http_port = http.sockets[0].getsockname()[1]
+        self._ticker = asyncio.get_running_loop().create_task(self._tick())
+        return port, http_port
+
+    async def close(self) -> None:
+        for server in self._servers:
+            server.close()
+        if self._ticker:
+            self._ticker.cancel()
+        for task in list(self.connections):
+            task.cancel()
+        if self.store is not None:
+            self.store.close()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.connections.add(task)
+        try:
+            await Connection(self.broker, reader, writer).serve()
+        finally:
+            self.connections.discard(task)
+
+    async def _tick(self) -> None:
+        while True:
+            due = self.broker.next_due()
+            wait = TICK_SECONDS if due is None else min(TICK_SECONDS, max(0, due - now_ms()) / 1000)
+            await asyncio.sleep(max(wait, 0.001))
+            try:
+                self.broker.tick()
+            except Exception:
+                log.exception("timer processing failed")
+
+    async def _http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """GET /health and GET /queues (counts per queue), for scripts and people."""
+        try:
+            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
+            path = request.split(b" ", 2)[1].decode("ascii", "replace") if b" " in request else ""
+            if path == "/health":
+                status, body = "200 OK", {"status": "ready", "connections": len(self.connections)}
+            elif path == "/queues":
+                status, body = "200 OK", self.broker.counts()
+            else:
+                status, body = "404 Not Found", {"error": "try /health or /queues"}
+            payload = json.dumps(body).encode()
+            writer.write(
+                f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode()
+                + payload
+            )
+            await writer.drain()
+        except (
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            TimeoutError,
+            ConnectionError,
+        ):
+            pass
+        finally:
+            writer.close()
