@@ -213,8 +213,9 @@ def azurite_connection_string() -> Iterator[str]:
 @dataclass
 class StorageApp:
     """The app's container on a real Azurite, each table, container and queue fresh for one
-    test; Service Bus (the dead-letter sub-queues, the resender, the session seeder) is still
-    in memory until the project's emulator lands."""
+    test. The Service Bus ports (dead-letter sub-queues, resender, seeder) start as in-memory
+    twins, for the error paths a binding must map; test_dead_letters_servicebus.py puts them
+    on the project's emulator."""
 
     container: Container
     dead_letters: InMemoryDeadLetterQueue

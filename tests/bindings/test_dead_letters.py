@@ -1,6 +1,7 @@
 """The dead-letter functions called as the worker calls them: real azure.functions requests,
 timer and queue messages; the archive, the replay requests and the replay queue on a real
-Azurite; the Service Bus side (dead-letter sub-queues, resender, seeder) still in memory."""
+Azurite; the Service Bus side (dead-letter sub-queues, resender, seeder) as in-memory twins
+here, and on the project's emulator in test_dead_letters_servicebus.py."""
 
 from __future__ import annotations
 
