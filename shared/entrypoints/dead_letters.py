@@ -7,6 +7,7 @@ import base64
 import functools
 import json
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -249,8 +250,13 @@ def request_replay(req: func.HttpRequest) -> func.HttpResponse:
 def get_replay(req: func.HttpRequest) -> func.HttpResponse:
     """Progress of a bulk replay: status, sessions found, sent and failed (with the first
     errors); ``failure`` says why when it ended in the poison queue."""
+    request_id = route_value(req, "request_id")
     try:
-        request = container().replay_requests.get(req.route_params["request_id"])
+        # Request ids are UUIDs; anything else ('#', '?', ...) is no key the table could hold.
+        uuid.UUID(request_id)
+        request = container().replay_requests.get(request_id)
+    except ValueError:
+        return problem(404, "Unknown replay request", str(ReplayRequestNotFound(request_id)))
     except ReplayRequestNotFound as error:
         return problem(404, "Unknown replay request", str(error))
     return json_response(200, _request_view(request))

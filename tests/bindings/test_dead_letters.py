@@ -612,8 +612,9 @@ def test_a_bad_bulk_replay_request_is_a_400_problem_and_queues_nothing(
     assert storage_app.replay_queue.peek_messages() == []
 
 
-def test_an_unknown_replay_request_is_a_404(storage_app: StorageApp) -> None:
-    assert "nope" in assert_problem(_status("nope"), 404)["detail"]
+@pytest.mark.parametrize("request_id", ["nope#1?x", "0b8a4f1e-34c5-4f8e-bb1c-9c6c1d6f7e21"])
+def test_an_unknown_replay_request_is_a_404(storage_app: StorageApp, request_id: str) -> None:
+    assert request_id in assert_problem(_status(request_id), 404)["detail"]
 
 
 # -- outages --------------------------------------------------------------------------------------
