@@ -67,7 +67,7 @@ class ImportJobStatus:
     rows_sent: int | None
     rows_imported: int
     rows_failed: int
-    rows_pending: int | None  # sent but not yet imported or failed
+    rows_pending: int | None  # to import (read - rejected) but not yet imported or failed
     sessions: int | None
     queue_name: str | None
     source: str | None
@@ -87,7 +87,9 @@ def import_job_status(
         return ImportJobStatus(
             job_id, "sending", None, None, None, imported, failed, None, None, None, None
         )
-    pending = max(manifest.rows_sent - imported - failed, 0)
+    # Not rows_sent: it counts re-sends of retried Spark tasks too, which the queue's duplicate
+    # detection dropped. Every row read and not rejected was sent once.
+    pending = max(manifest.rows_read - manifest.rows_rejected - imported - failed, 0)
     return ImportJobStatus(
         job_id=job_id,
         status="importing" if pending else "completed",

@@ -67,3 +67,12 @@ def test_the_service_reads_the_manifest_and_the_counts_of_the_same_job() -> None
     assert get_import_status(manifests, progress, "other").status == "sending"
     with pytest.raises(ImportJobNotFound):
         get_import_status(manifests, progress, "nope")
+
+
+def test_re_sends_of_retried_spark_tasks_do_not_keep_a_job_pending_forever() -> None:
+    # A retried task re-sent 3 rows; the queue dropped them as duplicates.
+    resent = JobManifest("cat-1", "q", rows_read=10, rows_rejected=2, rows_sent=11)
+
+    status = import_job_status("cat-1", resent, {"imported": 8})
+
+    assert (status.status, status.rows_pending, status.rows_sent) == ("completed", 0, 11)
