@@ -13,6 +13,10 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .manifest import JobManifest
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -61,15 +65,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def save_manifest(storage_connection: str, manifest: object) -> None:
-    from shared.adapters.azure_clients import table_service
-    from shared.config import StorageConnectionSettings
+def save_manifest(storage_connection: str, manifest: JobManifest) -> None:
+    # Tables only: the wheel installs azure-data-tables, not the blob and queue clients that
+    # shared.adapters.azure_clients imports.
+    from azure.data.tables import TableServiceClient
 
     from .manifest import IMPORT_JOBS_TABLE, TableManifestStore
 
-    service = table_service(StorageConnectionSettings(connection_string=storage_connection))
+    # The SDK reads UseDevelopmentStorage=true (Azurite) only without a trailing ';'.
+    service = TableServiceClient.from_connection_string(storage_connection.strip().rstrip(";"))
     service.create_table_if_not_exists(IMPORT_JOBS_TABLE)
-    TableManifestStore(service.get_table_client(IMPORT_JOBS_TABLE)).save(manifest)  # type: ignore[arg-type]
+    TableManifestStore(service.get_table_client(IMPORT_JOBS_TABLE)).save(manifest)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -10,19 +11,27 @@ import pytest
 from localdev.azurite import AzuriteError, run_azurite
 from shared.adapters.azure_clients import table_service
 from shared.config import StorageConnectionSettings
-from spark_jobs.product_import.manifest import JobManifest, ManifestNotFound, TableManifestStore
+from spark_jobs.product_import.manifest import (
+    IMPORT_JOBS_TABLE,
+    JobManifest,
+    ManifestNotFound,
+    TableManifestStore,
+)
 
 
 @pytest.fixture(scope="module")
-def table() -> Iterator[object]:
+def azurite_connection_string() -> Iterator[str]:
     try:
         with run_azurite() as azurite:
-            service = table_service(
-                StorageConnectionSettings(connection_string=azurite.connection_string)
-            )
-            yield service.create_table(f"importjobs{uuid.uuid4().hex[:8]}")
+            yield azurite.connection_string
     except AzuriteError as error:
         pytest.fail(str(error), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def table(azurite_connection_string: str) -> object:
+    service = table_service(StorageConnectionSettings(connection_string=azurite_connection_string))
+    return service.create_table(f"importjobs{uuid.uuid4().hex[:8]}")
 
 
 @pytest.mark.integration
@@ -61,9 +70,22 @@ def test_getting_an_unknown_job_raises(table) -> None:
         TableManifestStore(table).get("never-ran")
 
 
-def test_the_manifest_module_does_not_need_pyspark() -> None:
+@pytest.mark.integration
+def test_saving_the_manifest_needs_neither_pyspark_nor_the_blob_and_queue_clients(
+    azurite_connection_string: str,
+) -> None:
+    # The wheel installs azure-data-tables only; the driver saves the manifest after Spark ran.
     import subprocess
     import sys
 
-    code = "import sys; sys.modules['pyspark'] = None\nimport spark_jobs.product_import.manifest\n"
-    subprocess.run([sys.executable, "-c", code], check=True)
+    blocked = ("pyspark", "azure.storage.blob", "azure.storage.queue")
+    code = "import os, sys\n" + "".join(f"sys.modules[{name!r}] = None\n" for name in blocked)
+    code += "from spark_jobs.product_import.__main__ import save_manifest\n"
+    code += "from spark_jobs.product_import.manifest import JobManifest\n"
+    code += "save_manifest(os.environ['STORAGE'], JobManifest('no-blob', 'q', 3, 1, 2))\n"
+    env = {**os.environ, "STORAGE": azurite_connection_string}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+    service = table_service(StorageConnectionSettings(connection_string=azurite_connection_string))
+    saved = TableManifestStore(service.get_table_client(IMPORT_JOBS_TABLE)).get("no-blob")
+    assert (saved.rows_read, saved.rows_rejected, saved.rows_sent) == (3, 1, 2)
