@@ -12,7 +12,9 @@ the ones that are easy to get wrong.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
 import struct
 import uuid
 from collections.abc import Callable
@@ -63,7 +65,7 @@ class ProtocolError(Exception):
 
 
 def error(condition: str, description: str | None = None) -> Described:
-    return Described(ULong(ERROR), [Symbol(condition), description])
+    return Described(ULong(ERROR), [Symbol(condition), description, None])  # the SDK reads [2]
 
 
 def performative(code: int, fields: list[Any]) -> bytes:
@@ -624,13 +626,25 @@ class Connection:
         self.closed = False
         self.heartbeat: asyncio.Task[None] | None = None
         self.peer = writer.get_extra_info("peername")
+        self.ended: set[int] = set()  # channels the client ended; late frames are ignored
+        self._out = bytearray()
+        sock = writer.get_extra_info("socket")
+        if sock is not None:  # small frames must not wait for Nagle + delayed ACK (40 ms)
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def write(self, data: bytes) -> None:
-        if not self.closed:
-            self.writer.write(data)
+        """Queue bytes; everything queued in one turn of the event loop goes out as one write."""
+        if self.closed:
+            return
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._out += data
 
     def flush(self) -> None:
-        """Writes go out as the event loop runs; nothing to do for plain sockets."""
+        if self._out and not self.writer.is_closing():
+            self.writer.write(bytes(self._out))
+        self._out.clear()
 
     async def serve(self) -> None:
         try:
@@ -680,7 +694,6 @@ class Connection:
         head = await self.reader.readexactly(8)
         size, doff, kind, channel = struct.unpack(">IBBH", head)
         if size < 8 or size > limit or doff < 2 or doff * 4 > size:
-            self.write(b"")
             raise ProtocolError(
                 "amqp:connection:framing-error",
                 f"invalid frame header (size {size}, doff {doff}); max frame size is {limit}",
@@ -722,6 +735,8 @@ class Connection:
             )  # fmt: skip
             return
         session = self.sessions.get(channel)
+        if session is None and channel in self.ended:
+            return  # the client ends a session and may still send for it; nothing to do
         if session is None:
             raise ProtocolError("amqp:not-found", f"no session on channel {channel}")
         if code == ATTACH:
@@ -737,6 +752,7 @@ class Connection:
         elif code == END:
             session.end()
             del self.sessions[channel]
+            self.ended.add(channel)
             session.send(END, [])
         else:
             raise ProtocolError("amqp:not-implemented", f"unknown performative 0x{code:02x}")
@@ -780,10 +796,9 @@ class Connection:
         for session in self.sessions.values():
             session.end()
         self.sessions.clear()
-        try:
+        with contextlib.suppress(Exception):
+            self.flush()
             self.writer.close()
-        except Exception:
-            pass
 
 
 def ticks_now() -> int:
