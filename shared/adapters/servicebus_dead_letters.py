@@ -20,6 +20,10 @@ from azure.servicebus.exceptions import MessageSizeExceededError
 from ..service_layer.ports import DeadLetter, OutgoingMessage
 
 RECEIVE_WAIT_SECONDS = 2.0
+# Service Bus writes the reason and description into the application properties of a dead
+# letter. They are kept in their own fields; left in the properties they would travel with a
+# replay, and the SDK would report the old reason on the replayed message.
+DEAD_LETTER_PROPERTIES = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})
 
 
 def message_body(message: ServiceBusReceivedMessage) -> bytes:
@@ -70,7 +74,11 @@ class ServiceBusDeadLetterReader:
             message_id=message.message_id,
             body=message_body(message),
             content_type=message.content_type,
-            application_properties=plain_properties(message.application_properties),
+            application_properties={
+                name: value
+                for name, value in plain_properties(message.application_properties).items()
+                if name not in DEAD_LETTER_PROPERTIES
+            },
             reason=message.dead_letter_reason,
             description=message.dead_letter_error_description,
             enqueued_time=message.enqueued_time_utc,
@@ -131,8 +139,12 @@ class ServiceBusSessionSeeder:
         self._client = client
 
     def seed(self, queue_name: str, session_id: str, state: bytes) -> None:
+        """Set the state unless the session has one already. A replay repeated after a crash
+        between sending and marking the rows seeds again, and by then the processor may be
+        half-way through the session: overwriting its state would rewind it."""
         with self._client.get_queue_receiver(
             queue_name, session_id=session_id, max_wait_time=5
         ) as receiver:
             session = receiver.session
-            session.set_state(state)
+            if not session.get_state():
+                session.set_state(state)

@@ -81,7 +81,8 @@ def incoming_message(message: ServiceBusReceivedMessage) -> IncomingMessage:
         attempt=(message.delivery_count or 0) + 1,
         message_id=str(message.message_id) if message.message_id is not None else None,
         application_properties={
-            _text(key): value for key, value in (message.application_properties or {}).items()
+            _text(key): _value(value)
+            for key, value in (message.application_properties or {}).items()
         },
     )
 
@@ -100,3 +101,14 @@ def _body_bytes(body: Any) -> bytes:
 
 def _text(key: Any) -> Any:
     return key.decode("utf-8") if isinstance(key, bytes) else key
+
+
+def _value(value: Any) -> Any:
+    # The SDK's AMQP decoder returns string property values as bytes (b"job-1"): give them
+    # back as the str they were sent as. Bytes that are not UTF-8 were binary; they stay bytes.
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value
+    return value
