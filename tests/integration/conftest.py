@@ -1,8 +1,11 @@
-"""Real local services for the integration tests: one Azurite and one SMTP server per test
-session, and a fresh, uniquely named table or container per test."""
+"""Real local services for the integration tests: one Azurite, one SMTP server and one
+Service Bus emulator per test session, and a fresh, uniquely named table, container or queue
+per test."""
 
 from __future__ import annotations
 
+import copy
+import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -10,11 +13,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiosmtpd.controller import Controller
 from azure.data.tables import TableClient, TableServiceClient
+from azure.servicebus import ServiceBusClient
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from localdev.azurite import AzuriteError, free_port, run_azurite
@@ -123,3 +128,102 @@ def smtp_inbox(smtp_server: SmtpInbox) -> SmtpInbox:
     """The session's SMTP server, emptied for this test."""
     smtp_server.clear()
     return smtp_server
+
+
+# -- Service Bus ------------------------------------------------------------------------------
+
+APP_EMULATOR_CONFIG = Path(__file__).resolve().parents[2] / "infra" / "local" / "config.json"
+# Tests that read a whole queue (its dead-letter sub-queue, its counts) each take a queue of
+# their own from this pool: copies of the app's purchase-tasks queue under other names.
+QUEUE_POOL_SIZE = 40
+# Shorter than the app's one minute, so a test of an expired lock waits seconds, not a minute.
+POOL_LOCK_DURATION = "PT5S"
+POOL_LOCK_SECONDS = 5
+
+
+def pool_queue(number: int) -> str:
+    return f"it-sessions-{number:02d}"
+
+
+def emulator_config() -> dict[str, Any]:
+    """The app's own emulator config (infra/local/config.json), plus the test queue pool."""
+    config: dict[str, Any] = json.loads(APP_EMULATOR_CONFIG.read_text(encoding="utf-8"))
+    namespace = config["UserConfig"]["Namespaces"][0]
+    [template] = [q for q in namespace["Queues"] if q["Name"] == "purchase-tasks"]
+    for number in range(1, QUEUE_POOL_SIZE + 1):
+        queue = copy.deepcopy(template)
+        queue["Name"] = pool_queue(number)
+        queue["Properties"]["LockDuration"] = POOL_LOCK_DURATION
+        namespace["Queues"].append(queue)
+    return config
+
+
+@dataclass
+class ServiceBusEmulator:
+    """The session's emulator (``localdev.servicebus_emulator.testing.run_emulator``)."""
+
+    emulator: Any
+    connection_string: str
+    _pool: Iterator[str]
+
+    def counts(self, queue: str) -> dict[str, int]:
+        """{"active", "scheduled", "deferred", "dead_lettered", "sessions"} of one queue."""
+        counts: dict[str, int] = self.emulator.counts()[queue]
+        return counts
+
+    def fresh_queue(self) -> str:
+        name = next(self._pool, None)
+        if name is None:
+            pytest.fail(
+                f"All {QUEUE_POOL_SIZE} test queues are taken; raise QUEUE_POOL_SIZE in "
+                "tests/integration/conftest.py",
+                pytrace=False,
+            )
+        return name
+
+
+@pytest.fixture(scope="session")
+def servicebus_emulator() -> Iterator[ServiceBusEmulator]:
+    """The project's Service Bus emulator, started once for the test session with the app's
+    queues and the test queue pool."""
+    from localdev.servicebus_emulator.testing import run_emulator
+
+    with run_emulator(emulator_config()) as emulator:
+        pool = iter([pool_queue(n) for n in range(1, QUEUE_POOL_SIZE + 1)])
+        yield ServiceBusEmulator(emulator, emulator.connection_string, pool)
+
+
+@pytest.fixture(scope="session")
+def servicebus_connection_string(servicebus_emulator: ServiceBusEmulator) -> str:
+    return servicebus_emulator.connection_string
+
+
+@pytest.fixture(scope="session")
+def servicebus_client(servicebus_connection_string: str) -> Iterator[ServiceBusClient]:
+    with ServiceBusClient.from_connection_string(servicebus_connection_string) as client:
+        yield client
+
+
+@pytest.fixture
+def session_queue(servicebus_emulator: ServiceBusEmulator) -> str:
+    """A session-enabled queue with duplicate detection (the app's purchase-tasks settings)
+    that no other test uses: its counts and dead letters are this test's alone."""
+    return servicebus_emulator.fresh_queue()
+
+
+@pytest.fixture(scope="session")
+def settlement_server() -> Iterator[Any]:
+    """The local host's Settlement gRPC service, which ``ServiceBusMessageActions`` call."""
+    from localdev.host.settlement import SettlementRegistry, SettlementServer
+
+    server = SettlementServer(SettlementRegistry())
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def session_runner(servicebus_client: ServiceBusClient, settlement_server: Any) -> Any:
+    from .servicebus import SessionRunner
+
+    return SessionRunner(servicebus_client, settlement_server)

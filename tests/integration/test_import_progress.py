@@ -1,26 +1,73 @@
-"""Import row outcomes recorded through the processor's observer, on a real Azurite."""
+"""Import row outcomes recorded through the processor's observer: import sessions on the
+project's Service Bus emulator, products and progress on a real Azurite."""
 
 from __future__ import annotations
 
-import pytest
-from azure.data.tables import TableClient
+import uuid
+from collections.abc import Iterator
+from typing import Any
 
+import pytest
+from azure.data.tables import TableClient, TableServiceClient
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.adapters.table_import_progress import TableImportProgress
+from shared.adapters.table_products import TableProductCatalog
 from shared.domain.pipelines import PRODUCT_IMPORT, import_message
 from shared.service_layer.import_tasks import import_tasks
 from shared.service_layer.imports import import_progress_observer
-from shared.service_layer.processor import FailurePolicy, IncomingMessage, SessionProcessor
-from tests.fakes import InMemoryProductCatalog, InMemorySessionActions
+from shared.service_layer.processor import FailurePolicy, Outcome, RetryPolicy, SessionProcessor
+
+from .servicebus import SessionRunner, send_raw
 
 pytestmark = pytest.mark.integration
 
 
-def test_rows_are_counted_once_each_even_when_redelivered(table: TableClient) -> None:
+@pytest.fixture
+def products(table_service_client: TableServiceClient) -> Iterator[TableClient]:
+    name = f"p{uuid.uuid4().hex}"
+    yield table_service_client.create_table(name)
+    table_service_client.delete_table(name)
+
+
+class DiesBeforeItsFirstCompletion:
+    """The worker dies after the state is written and before the message is settled."""
+
+    def __init__(self) -> None:
+        self.crashed = False
+
+    def __call__(self, actions: Any) -> Any:
+        outer = self
+
+        class Wrapped:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(actions, name)
+
+            def complete(self) -> None:
+                if not outer.crashed:
+                    outer.crashed = True
+                    raise RuntimeError("worker died")
+                actions.complete()
+
+        return Wrapped()
+
+
+def test_rows_are_counted_once_each_even_when_redelivered(
+    table: TableClient,
+    products: TableClient,
+    servicebus_client: ServiceBusClient,
+    session_runner: SessionRunner,
+    session_queue: str,
+) -> None:
     progress = TableImportProgress(table)
+    catalog = TableProductCatalog(products)
     processor = SessionProcessor(
         pipeline=PRODUCT_IMPORT,
-        tasks=import_tasks(InMemoryProductCatalog()),
+        tasks=import_tasks(catalog),
         policy=FailurePolicy.CONTINUE_ON_FAILURE,
+        retry=RetryPolicy(max_attempts=2, min_backoff=0, max_backoff=0),
+        sleep=lambda _: None,
         observer=import_progress_observer(progress),
     )
     rows = [
@@ -28,22 +75,45 @@ def test_rows_are_counted_once_each_even_when_redelivered(table: TableClient) ->
         {"sku": "B", "name": "Banana", "currency": "EUR"},  # no price
         {"sku": "C", "name": "Cherry", "price": "2.00", "currency": "EUR"},
     ]
-    for session in ("job-1-0000", "job-1/0001"):
-        actions = InMemorySessionActions()
-        for step, row in enumerate(rows, 1):
-            body = import_message("job-1", step, is_last=step == 3, row=row).to_json()
-            processor.handle(IncomingMessage(body=body, session_id=session), actions)
-            # A redelivery after a crash between the state write and the settlement.
-            if step == 1:
-                processor.handle(IncomingMessage(body=body, session_id=session, attempt=2), actions)
-    processor.handle(
-        IncomingMessage(
-            body=b"not json",
-            session_id="job-1-0002",
-            application_properties={"job_id": "job-1", "step": 1},
-        ),
-        InMemorySessionActions(),
+    # One job in two sessions: message ids are job:row, as the import job sends them (job:step
+    # would repeat across sessions, and duplicate detection would drop the second session).
+    send_raw(
+        servicebus_client,
+        session_queue,
+        [
+            to_service_bus_message(
+                session,
+                import_message("job-1", step, is_last=step == 3, row=row),
+                message_id=f"job-1:{3 * index + step}",
+            )
+            for index, session in enumerate(("job-1-0000", "job-1/0001"))
+            for step, row in enumerate(rows, 1)
+        ]
+        + [
+            ServiceBusMessage(
+                b"not json",
+                session_id="job-1-0002",
+                application_properties={"job_id": "job-1", "step": 1},
+            )
+        ],
     )
 
+    outcomes = {
+        session: session_runner.run(
+            session_queue, session, processor, wrap=DiesBeforeItsFirstCompletion()
+        )
+        for session in ("job-1-0000", "job-1/0001")
+    }
+    malformed = session_runner.run(session_queue, "job-1-0002", processor)
+
+    for results in outcomes.values():
+        assert isinstance(results[0], RuntimeError)  # then redelivered and found done
+        assert [r.outcome for r in results[1:]] == [  # type: ignore[union-attr]
+            Outcome.ALREADY_DONE,
+            Outcome.DEAD_LETTERED,
+            Outcome.COMPLETED,
+        ]
+    assert [r.outcome for r in malformed] == [Outcome.DEAD_LETTERED]  # type: ignore[union-attr]
     assert progress.counts("job-1") == {"imported": 4, "failed": 3}
     assert progress.counts("other") == {}
+    assert sorted(catalog.find(["A", "B", "C"])) == ["A", "C"]
