@@ -9,6 +9,7 @@ alone. Locks are renewed with ``AutoLockRenewer`` up to maxAutoLockRenewalDurati
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -52,6 +53,12 @@ class ServiceBusListener:
         self._options = options
         self._settlement = settlement
         self._client = ServiceBusClient.from_connection_string(connection_string)
+        # Accepting the next session: the SDK treats "no session within max_wait_time" as a
+        # retryable timeout and tries 3 more times with backoff (~19 s for a 1 s wait), during
+        # which no accept is pending. The worker loop is the retry here, as in the host.
+        self._session_client = ServiceBusClient.from_connection_string(
+            connection_string, retry_total=0
+        )
         self._renewer = AutoLockRenewer(
             max_lock_renewal_duration=options.max_auto_lock_renewal_duration
         )
@@ -81,16 +88,18 @@ class ServiceBusListener:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._renewer.close()
+        self._session_client.close()
         self._client.close()
 
     # -- sessions ---------------------------------------------------------------------------
 
     def _receiver(self, **kwargs: Any) -> ServiceBusReceiver:
+        client = self._session_client if self.sessions else self._client
         if self._subscription:
-            return self._client.get_subscription_receiver(
+            return client.get_subscription_receiver(
                 self.queue_name, str(self._subscription), **kwargs
             )
-        return self._client.get_queue_receiver(self.queue_name, **kwargs)
+        return client.get_queue_receiver(self.queue_name, **kwargs)
 
     def _session_worker(self) -> None:
         while not self._stopping.is_set():
@@ -189,7 +198,10 @@ class ServiceBusListener:
         )
         registry = self._settlement.registry
         registry.hold_message(held)
-        arguments: dict[str, object] = {self.spec.arg_name: message}
+        # The worker hands the function its own message object, built from the wire: a copy,
+        # so the host's settlement (which marks its object settled and drops its lock token)
+        # does not change what the function holds, e.g. for a second complete() that must fail.
+        arguments: dict[str, object] = {self.spec.arg_name: copy.copy(message)}
         if self._actions_params:
             actions = self._settlement.message_actions()
             arguments.update(dict.fromkeys(self._actions_params, actions))
