@@ -615,12 +615,39 @@ class Broker:
         assert target is not None
         entity.messages.pop(message.sequence_number, None)
         message.dead_letter_properties(reason, description)
+        if self._forward_dead_letter(entity, message):
+            return
         message.dead_lettered = True
         message.state = ACTIVE
         message.expires_at = None  # dead letters never expire
         target.messages[message.sequence_number] = message
         self.store.put(entity.store_key, message)
         self._make_available(target, message)
+
+    def _forward_dead_letter(self, entity: Entity, message: Message) -> bool:
+        """ForwardDeadLetteredMessagesTo: the dead letter goes to another queue instead."""
+        name = entity.queue.config.forward_dead_lettered_to
+        target = self.entities.get(name.lower()) if name else None
+        if target is None or entity.is_dead_letter or target is entity.queue:
+            return False
+        incoming = Incoming(
+            message_id=message.message_id,
+            session_id=message.session_id,
+            ttl_ms=message.ttl_ms,
+            scheduled_at=None,
+            header=message.header,
+            annotations=message.annotations,
+            properties=message.properties,
+            application_properties=message.application_properties,
+            body=message.body,
+        )
+        try:
+            self.send(target, incoming, message.size)
+        except BrokerError as failure:
+            log.warning("cannot forward a dead letter to %r: %s", name, failure.description)
+            return False
+        self.store.delete(entity.store_key, message.sequence_number)
+        return True
 
     def _expire(self, entity: Entity, message: Message) -> None:
         if entity.config.dead_lettering_on_expiration and not entity.is_dead_letter:

@@ -372,13 +372,13 @@ def _decode_value(buf: bytes | memoryview, pos: int, code: int, depth: int) -> t
     elif code in (0xC0, 0xC1, 0xE0):
         _need(buf, pos, 2)
         size, count = buf[pos], buf[pos + 1]
-        return _decode_compound(buf, pos + 2, pos + 1 + size, count, code & 0x0F, depth)
+        return _decode_compound(buf, pos + 2, pos + 1 + size, count, code | 0x10, depth)
     elif code in (0xD0, 0xD1, 0xF0):
         _need(buf, pos, 8)
         size, count = _I.unpack_from(buf, pos)[0], _I.unpack_from(buf, pos + 4)[0]
         if size < 4:
             raise DecodeError("compound size smaller than its count")
-        return _decode_compound(buf, pos + 8, pos + 4 + size, count, code & 0x0F, depth)
+        return _decode_compound(buf, pos + 8, pos + 4 + size, count, code | 0x10, depth)
     else:
         raise DecodeError(f"unknown AMQP format code 0x{code:02x} at offset {pos - 1}")
     _need(buf, pos, size)
@@ -399,12 +399,12 @@ def _decode_compound(
     _need(buf, pos, end - pos)
     if count > MAX_COUNT or count > (end - pos) + 1:
         raise DecodeError(f"compound count {count} does not fit its {end - pos} bytes")
-    if kind == 0x00:  # list
+    if kind == 0xD0:  # list (0xc0 / 0xd0)
         items = []
         for _ in range(count):
             item, pos = _decode(buf, pos, depth + 1)
             items.append(item)
-    elif kind == 0x01:  # map
+    elif kind == 0xD1:  # map (0xc1 / 0xd1)
         if count % 2:
             raise DecodeError("map with an odd number of elements")
         mapping: dict[Any, Any] = {}
