@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .config import ConfigError, load
+from .config import ConfigError, QueueConfig, load
 from .server import CONNECTION_STRING, Emulator
 
 log = logging.getLogger("localdev.servicebus_emulator")
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-async def _serve(queues, args) -> None:  # type: ignore[no-untyped-def]
+async def _serve(queues: list[QueueConfig], args: argparse.Namespace) -> None:
     emulator = Emulator(queues, args.data_dir)
     port, http_port = await emulator.start(
         args.host, args.port, 0 if args.http_port is None else args.http_port

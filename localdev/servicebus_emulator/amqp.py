@@ -176,7 +176,7 @@ class AmqpSession:
 
     def session_flow(self, link: Link | None = None, **link_fields: Any) -> None:
         self.window_base = self.next_incoming_id
-        fields = [
+        fields: list[Any] = [
             UInt(self.next_incoming_id),
             UInt(SESSION_WINDOW),
             UInt(self.next_outgoing_id),
@@ -493,10 +493,7 @@ class AmqpSession:
         link.received += 1
         if link.received % (LINK_CREDIT // 2) == 0:
             self.session_flow(link, delivery_count=link.received, link_credit=LINK_CREDIT)
-        if link.kind == "entity":
-            outcome = self._enqueue(link, data)
-        else:
-            outcome = self._request(link, data)
+        outcome = self._enqueue(link, data) if link.kind == "entity" else self._request(link, data)
         if not settled and delivery_id is not None:
             self.send(DISPOSITION, [True, UInt(delivery_id), UInt(delivery_id), True, outcome])
 
@@ -505,7 +502,7 @@ class AmqpSession:
         try:
             if link.message_format == BATCH_FORMAT:
                 messages: list[tuple[Incoming, int]] = []
-                for code, start, end in sections(data):
+                for code, start, _ in sections(data):
                     if code != DATA:
                         continue
                     inner = decode(memoryview(data), start + 3)[0]
@@ -734,11 +731,12 @@ class Connection:
                  UInt(0xFFFFFFFF)],
             )  # fmt: skip
             return
-        session = self.sessions.get(channel)
-        if session is None and channel in self.ended:
+        found = self.sessions.get(channel)
+        if found is None and channel in self.ended:
             return  # the client ends a session and may still send for it; nothing to do
-        if session is None:
+        if found is None:
             raise ProtocolError("amqp:not-found", f"no session on channel {channel}")
+        session = found
         if code == ATTACH:
             session.on_attach(fields)
         elif code == FLOW:

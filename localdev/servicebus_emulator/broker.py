@@ -135,7 +135,8 @@ class Broker:
         self.locks: dict[uuid.UUID, tuple[Entity, Message]] = {}
         self._sequence: dict[str, int] = {}
         self._duplicates: dict[str, dict[str, int]] = {}
-        self._timers: list[tuple[int, int, str, Entity, int]] = []  # (due, tiebreak, kind, ...)
+        # (due, tiebreak, kind, entity, sequence number, session id): a heap
+        self._timers: list[tuple[int, int, str, Entity, int, str]] = []
         self._tiebreak = 0
         for config in queues:
             queue = Entity(config.name, config, requires_session=config.requires_session)
@@ -212,7 +213,7 @@ class Broker:
         message = Message(
             sequence_number=sequence,
             message_id=incoming.message_id,
-            session_id=incoming.session_id if entity.requires_session else incoming.session_id,
+            session_id=incoming.session_id,
             enqueued_at=enqueued,
             ttl_ms=incoming.ttl_ms,
             expires_at=enqueued + ttl if ttl else None,
@@ -284,10 +285,10 @@ class Broker:
                 self._release_session(entity, session)
             self._lock(entity, session, consumer)
             return session
-        session = self._free_session(entity)
-        if session is not None:
-            self._lock(entity, session, consumer)
-            return session
+        free = self._free_session(entity)
+        if free is not None:
+            self._lock(entity, free, consumer)
+            return free
         entity.waiters.append((consumer, on_locked))
         return None
 
@@ -472,11 +473,10 @@ class Broker:
     def tick(self) -> None:
         """Run every timer that is due: lock and session-lock expiry, scheduled messages, TTL."""
         now = now_ms()
-        touched: set[int] = set()
         while self._timers and self._timers[0][0] <= now:
-            _, _, kind, entity, sequence, *rest = heapq.heappop(self._timers)
+            _, _, kind, entity, sequence, session_id = heapq.heappop(self._timers)
             if kind == "session":
-                self._expire_session(entity, rest[0], now)
+                self._expire_session(entity, session_id, now)
                 continue
             message = entity.messages.get(sequence)
             if message is None:
@@ -493,7 +493,6 @@ class Broker:
                     self._timer(message.locked_until + 1, "ttl", entity, sequence)
                     continue
                 self._expire(entity, message)
-            touched.add(id(entity))
         self.store.commit()
 
     # ------------------------------------------------------------------ counts
@@ -517,9 +516,11 @@ class Broker:
 
     # ------------------------------------------------------------------ internals
 
-    def _timer(self, due: int, kind: str, entity: Entity, sequence: int, *extra: str) -> None:
+    def _timer(
+        self, due: int, kind: str, entity: Entity, sequence: int, session_id: str = ""
+    ) -> None:
         self._tiebreak += 1
-        heapq.heappush(self._timers, (due, self._tiebreak, kind, entity, sequence, *extra))  # type: ignore[arg-type]
+        heapq.heappush(self._timers, (due, self._tiebreak, kind, entity, sequence, session_id))
 
     def _available(self, message: Message) -> bool:
         return message.state == ACTIVE and message.lock_token is None

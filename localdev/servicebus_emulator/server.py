@@ -7,6 +7,7 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .amqp import Connection
 from .broker import Broker, now_ms
@@ -75,6 +76,7 @@ class Emulator:
         try:
             request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
             path = request.split(b" ", 2)[1].decode("ascii", "replace") if b" " in request else ""
+            body: dict[str, Any]
             if path == "/health":
                 status, body = "200 OK", {"status": "ready", "connections": len(self.connections)}
             elif path == "/queues":

@@ -77,15 +77,20 @@ class EmulatorProcess:
                 raise RuntimeError(
                     f"the Service Bus emulator exited with {self.process.returncode}:\n{self.log()}"
                 )
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{self.http_url}/health", timeout=1) as response:
-                    if response.status == 200:
-                        return
+            if self.healthy():
+                return
             time.sleep(0.05)
         self.kill()
         raise RuntimeError(
             f"the Service Bus emulator did not get ready in {timeout}s:\n{self.log()}"
         )
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.http_url}/health", timeout=1) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
 
     def counts(self) -> dict[str, dict[str, int]]:
         with urllib.request.urlopen(f"{self.http_url}/queues", timeout=5) as response:
