@@ -1,0 +1,231 @@
+"""The real stack, once per test session: Azurite, the Service Bus emulator (with the queues of
+infra/local/config.json), an SMTP sink and function_app.py on the local host. Tests talk to it
+as users do: through the HTTP API, the storage account, the queues and the mail it sends."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from email.message import EmailMessage
+from typing import Any
+
+import pytest
+from azure.data.tables import TableClient
+from azure.servicebus import ServiceBusClient
+
+from localdev.api_client import AppClient
+from localdev.stack import HOST_JSON, LocalStack, run_stack
+from shared.adapters.azure_clients import PAYMENTS_TABLE
+from shared.adapters.simulated_payments import TableSimulatedPaymentGateway
+
+TASK_MAX_ATTEMPTS = 2
+MAX_CONCURRENT_SESSIONS = 4
+ARCHIVE_EVERY_SECONDS = 2
+MAX_DEQUEUE_COUNT = 3
+
+E2E_SETTINGS = {
+    "DLQ_ARCHIVE_SCHEDULE": f"*/{ARCHIVE_EVERY_SECONDS} * * * * *",
+    "TASK_MAX_ATTEMPTS": str(TASK_MAX_ATTEMPTS),
+    "TASK_RETRY_MIN_BACKOFF_SECONDS": "0.2",
+    "TASK_RETRY_MAX_BACKOFF_SECONDS": "0.5",
+    "PAYMENT_SIMULATOR_DECLINE_TOKENS": "tok_declined",
+    "PAYMENT_SIMULATOR_OUTAGE_TOKENS": "",
+    "FUNCTIONS_HOST_KEY": "e2e-host-key",
+    "FUNCTIONS_MASTER_KEY": "e2e-master-key",
+}
+
+
+def e2e_host_json() -> dict[str, Any]:
+    """host.json with a lower session limit (so the tests can see it hold), sessions let go
+    after 1 idle second, and storage queues polled every half second."""
+    document = dict(json.loads(HOST_JSON.read_text()))
+    service_bus = document["extensions"]["serviceBus"]
+    service_bus["maxConcurrentSessions"] = MAX_CONCURRENT_SESSIONS
+    service_bus["sessionIdleTimeout"] = "00:00:01"
+    document["extensions"]["queues"].update(
+        {
+            "maxPollingInterval": "00:00:00.5",
+            "visibilityTimeout": "00:00:00",
+            "maxDequeueCount": MAX_DEQUEUE_COUNT,
+        }
+    )
+    return document
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One function run, from the host's "Executing"/"Executed" log lines."""
+
+    function: str
+    invocation_id: str
+    reason: str
+    started: float
+    message_id: str | None
+    session_id: str | None
+    delivery_count: int | None
+    ended: float | None = None
+    succeeded: bool | None = None
+
+
+_EXECUTING = re.compile(r"Executing 'Functions\.(\w+)' \(Reason='(.*)', Id=([\w-]+)\)")
+_DETAIL = re.compile(
+    r"MessageId: (\S+), SequenceNumber: \S+, DeliveryCount: (\d+), SessionId: (.*)"
+)
+_EXECUTED = re.compile(r"Executed 'Functions\.(\w+)' \((Succeeded|Failed), Id=([\w-]+),")
+
+
+class InvocationLog(logging.Handler):
+    """Reads the host's log as someone watching ``func start`` would."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self._runs: dict[str, Invocation] = {}
+        self._order: list[str] = []
+        self._lock = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        with self._lock:
+            if started := _EXECUTING.search(text):
+                detail = _DETAIL.search(text)
+                self._runs[started.group(3)] = Invocation(
+                    function=started.group(1),
+                    invocation_id=started.group(3),
+                    reason=started.group(2),
+                    started=record.created,
+                    message_id=detail.group(1) if detail else None,
+                    session_id=detail.group(3).strip() if detail else None,
+                    delivery_count=int(detail.group(2)) if detail else None,
+                )
+                self._order.append(started.group(3))
+            elif ended := _EXECUTED.search(text):
+                run = self._runs.get(ended.group(3))
+                if run is not None:
+                    self._runs[run.invocation_id] = Invocation(
+                        **{
+                            **run.__dict__,
+                            "ended": record.created,
+                            "succeeded": ended.group(2) == "Succeeded",
+                        }
+                    )
+
+    def of(self, function: str) -> list[Invocation]:
+        with self._lock:
+            return [self._runs[i] for i in self._order if self._runs[i].function == function]
+
+
+@dataclass(frozen=True)
+class E2E:
+    stack: LocalStack
+    api: AppClient
+    invocations: InvocationLog
+    payments: TableSimulatedPaymentGateway
+    servicebus: ServiceBusClient
+
+    @property
+    def purchase_queue(self) -> str:
+        return self.stack.settings["PURCHASE_QUEUE_NAME"]
+
+    @property
+    def import_queue(self) -> str:
+        return self.stack.settings["IMPORT_QUEUE_NAME"]
+
+    def table(self, name: str) -> TableClient:
+        return TableClient.from_connection_string(self.stack.storage_connection_string, name)
+
+    def receipt_mail(self, job_id: str) -> EmailMessage | None:
+        wanted = f"<{job_id}.receipt@pipelines.local>"
+        return next(
+            (m for m in self.stack.mail.received() if str(m.get("Message-ID")) == wanted), None
+        )
+
+    def charges_for(self, job_id: str) -> list[Any]:
+        key = f"{job_id}:payment"
+        return [c for c in self.payments.list_charges() if c.idempotency_key == key]
+
+    def archived_session(self, session_id: str, timeout: float = 30) -> dict[str, Any]:
+        """GET /api/failed-sessions/{id} once the archive holds the session's last message."""
+
+        def archived() -> dict[str, Any] | None:
+            response = self.api.request("GET", f"failed-sessions/{_quote(session_id)}")
+            if response.status != 200:
+                return None
+            document = dict(response.json())
+            return document if document["has_last"] else None
+
+        return dict(wait_for(archived, timeout=timeout, what=f"session {session_id} archived"))
+
+
+def _quote(value: str) -> str:
+    import urllib.parse
+
+    return urllib.parse.quote(value, safe="")
+
+
+@pytest.fixture(scope="session")
+def e2e() -> Iterator[E2E]:
+    invocations = InvocationLog()
+    host_logger = logging.getLogger("localdev.host")
+    previous_level = host_logger.level
+    host_logger.setLevel(logging.INFO)
+    host_logger.addHandler(invocations)
+    try:
+        with run_stack(overrides=E2E_SETTINGS, host_json=e2e_host_json()) as stack:
+            payments = TableSimulatedPaymentGateway(
+                TableClient.from_connection_string(stack.storage_connection_string, PAYMENTS_TABLE)
+            )
+            with ServiceBusClient.from_connection_string(
+                stack.servicebus_connection_string
+            ) as servicebus:
+                yield E2E(
+                    stack=stack,
+                    api=AppClient(stack.api_url, stack.function_key),
+                    invocations=invocations,
+                    payments=payments,
+                    servicebus=servicebus,
+                )
+    finally:
+        host_logger.removeHandler(invocations)
+        host_logger.setLevel(previous_level)
+
+
+@pytest.fixture
+def run_id() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+def order(card: str = "tok_visa_4242", *lines: tuple[str, int]) -> dict[str, Any]:
+    return {
+        "customer_email": "ada@example.com",
+        "customer_name": "Ada Lovelace",
+        "card_token": card,
+        "currency": "EUR",
+        "lines": [{"sku": sku, "quantity": n} for sku, n in (lines or (("E2E-TEA", 2),))],
+    }
+
+
+def charged_total(mail: EmailMessage) -> Decimal:
+    body = mail.get_body(preferencelist=("plain",))
+    assert body is not None
+    match = re.search(r"We charged (\S+) EUR", body.get_content())
+    assert match, body.get_content()
+    return Decimal(match.group(1))
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+    """Poll until ``condition()`` is truthy; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}")
+        time.sleep(0.2)

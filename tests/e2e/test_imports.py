@@ -1,0 +1,91 @@
+"""Product imports end to end: rows on the import queue (as the Spark job sends them), each
+imported or dead-lettered on its own; a bad row never stops the rows after it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from shared.adapters.azure_clients import PRODUCTS_TABLE
+from shared.adapters.servicebus_sender import to_service_bus_message
+from shared.adapters.table_keys import escape_key
+from shared.domain.pipelines import import_message
+
+from .conftest import E2E, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def import_rows(
+    e2e: E2E,
+    job_id: str,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    expect_imported: int,
+    session_id: str | None = None,
+) -> dict[str, Any]:
+    """Send ``rows`` as one session of the import queue, the way the Spark job does (message
+    id job:row, the last one marked), and wait until GET /api/imports/{job} accounts for all
+    of them. Returns that status."""
+    session = session_id or f"{job_id}-0000"
+    with e2e.servicebus.get_queue_sender(e2e.import_queue) as sender:
+        sender.send_messages(
+            [
+                to_service_bus_message(
+                    session,
+                    import_message(job_id, step, is_last=step == len(rows), row=dict(row)),
+                    message_id=f"{job_id}:{step}",
+                )
+                for step, row in enumerate(rows, start=1)
+            ]
+        )
+
+    def finished() -> dict[str, Any] | None:
+        status = e2e.api.import_status(job_id)
+        if status and status["rows_imported"] + status["rows_failed"] == len(rows):
+            return status
+        return None
+
+    status = wait_for(finished, timeout=30, what=f"import {job_id} finished")
+    assert status["rows_imported"] == expect_imported, status
+    return dict(status)
+
+
+def test_an_import_goes_on_past_bad_rows(e2e: E2E) -> None:
+    job = f"import-{uuid.uuid4().hex[:8]}"
+    session = f"{job}-0000"
+    rows = [
+        {"sku": f"{job}-1", "name": "Kettle", "price": "30.00", "currency": "EUR"},
+        {"sku": f"{job}-2", "name": "No price", "price": None, "currency": "EUR"},
+        {"sku": f"{job}-3", "name": "Cup", "price": "4.00", "currency": "EUR"},
+        {"sku": f"{job}-4", "name": "Bad currency", "price": "1.00", "currency": "EURO"},
+        {"sku": f"{job}-5", "name": "Saucer", "price": "3.00", "currency": "EUR"},
+    ]
+
+    status = import_rows(e2e, job, rows, expect_imported=3, session_id=session)
+
+    assert status["rows_failed"] == 2
+    products = e2e.table(PRODUCTS_TABLE)
+    stored = {
+        step: bool(list(products.query_entities("PartitionKey eq @pk", parameters={"pk": key})))
+        for step, key in ((i, escape_key(f"{job}-{i}")) for i in range(1, 6))
+    }
+    assert stored == {1: True, 2: False, 3: True, 4: False, 5: True}
+    archived = wait_for(
+        lambda: len(_archived_messages(e2e, session)) == 2 and _archived_messages(e2e, session),
+        timeout=20,
+        what="the two bad rows archived",
+    )
+    assert [(m["step"], m["reason"]) for m in archived] == [
+        (2, "InvalidProduct:price"),
+        (4, "InvalidProduct:currency"),
+    ]
+    assert all("Correct the row and import it again" in m["description"] for m in archived)
+
+
+def _archived_messages(e2e: E2E, session_id: str) -> list[dict[str, Any]]:
+    response = e2e.api.request("GET", f"failed-sessions/{session_id}")
+    return list(response.json()["messages"]) if response.status == 200 else []
