@@ -124,6 +124,13 @@ class Story:
         counts = self.queue_counts(queue)
         return counts["active"] + counts["scheduled"] + counts["deferred"]
 
+    def dead_letters_waiting(self) -> int:
+        """Dead letters of both pipelines that the archive timer has not moved yet."""
+        return sum(
+            self.queue_counts(queue)["dead_lettered"]
+            for queue in (self.purchase_queue, self.import_queue)
+        )
+
     def receipts(self) -> dict[str, Receipt]:
         """Receipts mailed so far, by job id (the Message-ID is ``<job id>.receipt@...``)."""
         found = {}
@@ -296,17 +303,16 @@ class Story:
                 must_complete <= set(self.receipts())
                 and len(archived_failures()) == len(must_fail)
                 and self.messages_left(self.purchase_queue) == 0
-                and self.queue_counts(self.purchase_queue)["dead_lettered"] == 0
+                and self.dead_letters_waiting() == 0
             )
 
         def progress() -> str:
             completed = len(must_complete & set(self.receipts()))
-            counts = self.queue_counts(self.purchase_queue)
             return (
                 f"{completed}/{len(must_complete)} orders completed, "
                 f"{len(archived_failures())}/{len(must_fail)} failed sessions archived, "
-                f"{counts['dead_lettered']} dead letters waiting for the archive, "
-                f"{counts['active'] + counts['scheduled'] + counts['deferred']} messages left"
+                f"{self.dead_letters_waiting()} dead letters waiting for the archive, "
+                f"{self.messages_left(self.purchase_queue)} messages left"
             )
 
         self.wait(done, progress, timeout=150)
