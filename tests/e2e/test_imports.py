@@ -57,7 +57,7 @@ def import_rows(
 def test_an_import_goes_on_past_bad_rows(e2e: E2E) -> None:
     job = f"import-{uuid.uuid4().hex[:8]}"
     session = f"{job}-0000"
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"sku": f"{job}-1", "name": "Kettle", "price": "30.00", "currency": "EUR"},
         {"sku": f"{job}-2", "name": "No price", "price": None, "currency": "EUR"},
         {"sku": f"{job}-3", "name": "Cup", "price": "4.00", "currency": "EUR"},
