@@ -1,6 +1,7 @@
-"""The real stack, once per test session: Azurite, the Service Bus emulator (with the queues of
-infra/local/config.json), an SMTP sink and function_app.py on the local host. Tests talk to it
-as users do: through the HTTP API, the storage account, the queues and the mail it sends."""
+"""The real stack, once for the tests of this package: Azurite, the Service Bus emulator (with
+the queues of infra/local/config.json), an SMTP sink and function_app.py on the local host.
+Tests talk to it as users do: through the HTTP API, the storage account, the queues and the
+mail it sends."""
 
 from __future__ import annotations
 
@@ -169,8 +170,10 @@ def _quote(value: str) -> str:
     return urllib.parse.quote(value, safe="")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def e2e() -> Iterator[E2E]:
+    """Stopped after the last test of tests/e2e, so the rest of a full run neither shares the
+    machine with it nor sees its app settings in the environment."""
     invocations = InvocationLog()
     host_logger = logging.getLogger("localdev.host")
     previous_level = host_logger.level
