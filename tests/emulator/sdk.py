@@ -1,0 +1,184 @@
+"""One test body for both SDK clients.
+
+Every conformance test is an ``async def`` that talks to ``bus``: with the sync client
+(``azure.servicebus.ServiceBusClient``) its calls return plain values and its handlers are plain
+context managers; with the async one (``azure.servicebus.aio``) they are awaitables and async
+context managers. ``result`` and ``opened`` accept both, so the same public SDK calls run in
+both flavours without a second copy of each test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from azure.servicebus import (
+    NEXT_AVAILABLE_SESSION,
+    ServiceBusClient,
+    ServiceBusMessage,
+    ServiceBusReceivedMessage,
+)
+from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
+
+# Every message a test sends carries its test's tag, so a test only ever counts its own messages
+# and clears away what an earlier, failed test left behind.
+TAG = "conformance-test"
+
+
+async def result(value: Any) -> Any:
+    """The value of an SDK call: awaited for the async client, as is for the sync one."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+@asynccontextmanager
+async def opened(handler: Any) -> AsyncIterator[Any]:
+    """Enter a client, sender or receiver of either flavour; close it on the way out."""
+    if hasattr(handler, "__aenter__"):
+        async with handler as entered:
+            yield entered
+    else:
+        with handler as entered:
+            yield entered
+
+
+@dataclass(frozen=True)
+class Queues:
+    """The queues of tests/emulator/config.json, which a real namespace must also have."""
+
+    plain: str = "conformance-plain"
+    sessions: str = "conformance-sessions"
+    sessions_short_lock: str = "conformance-sessions-short-lock"  # LockDuration PT5S
+    sessions_idle: str = "conformance-sessions-idle"  # no test ever sends to it
+    duplicates: str = "conformance-duplicates"  # RequiresDuplicateDetection
+    short_lock: str = "conformance-short-lock"  # LockDuration PT5S, MaxDeliveryCount 3
+    expiring: str = "conformance-expiring"  # DefaultMessageTimeToLive PT3S, dead-letter on expiry
+
+
+SHORT_LOCK_SECONDS = 5
+MAX_DELIVERY_COUNT = 3
+DEFAULT_TTL_SECONDS = 3
+
+
+@dataclass(frozen=True)
+class Bus:
+    """A Service Bus namespace as one flavour of the SDK sees it."""
+
+    kind: str  # "sync" or "async"
+    connection_string: str
+
+    def client(self, **kwargs: Any) -> Any:
+        # No retries: a retried failure would hide exactly what these tests look for.
+        kwargs.setdefault("retry_total", 0)
+        kwargs.setdefault("retry_backoff_factor", 0.1)
+        cls = ServiceBusClient if self.kind == "sync" else AsyncServiceBusClient
+        return cls.from_connection_string(self.connection_string, **kwargs)
+
+    @asynccontextmanager
+    async def sender(self, queue: str) -> AsyncIterator[Any]:
+        async with (
+            opened(self.client()) as client,
+            opened(client.get_queue_sender(queue)) as sender,
+        ):
+            yield sender
+
+    @asynccontextmanager
+    async def receiver(self, queue: str, **kwargs: Any) -> AsyncIterator[Any]:
+        kwargs.setdefault("max_wait_time", 2)
+        async with (
+            opened(self.client()) as client,
+            opened(client.get_queue_receiver(queue, **kwargs)) as receiver,
+        ):
+            yield receiver
+
+    async def send(self, queue: str, messages: ServiceBusMessage | list[ServiceBusMessage]) -> None:
+        async with self.sender(queue) as sender:
+            await result(sender.send_messages(messages))
+
+
+def new_tag() -> str:
+    return uuid.uuid4().hex
+
+
+def tagged(tag: str, body: str | bytes = "", **kwargs: Any) -> ServiceBusMessage:
+    """A message that belongs to the test with this tag."""
+    properties = {TAG: tag, **kwargs.pop("application_properties", {})}
+    return ServiceBusMessage(body or f"{tag}", application_properties=properties, **kwargs)
+
+
+def tag_of(message: ServiceBusReceivedMessage) -> str | None:
+    properties = message.application_properties or {}
+    value = properties.get(TAG.encode(), properties.get(TAG))
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def body_of(message: ServiceBusReceivedMessage) -> bytes:
+    return b"".join(message.body)
+
+
+async def receive_tagged(
+    receiver: Any, tag: str, count: int, *, timeout: float = 10.0, settle_others: bool = True
+) -> list[ServiceBusReceivedMessage]:
+    """Receive until ``count`` messages of this test arrived or ``timeout`` passed.
+
+    Messages of other tests (leftovers of a failed run) are completed when the receiver is in
+    peek-lock mode, so they cannot come back; in receive-and-delete mode they are gone anyway.
+    """
+    mine: list[ServiceBusReceivedMessage] = []
+    deadline = time.monotonic() + timeout
+    while len(mine) < count and time.monotonic() < deadline:
+        wait = max(0.5, min(2.0, deadline - time.monotonic()))
+        batch = await result(
+            receiver.receive_messages(max_message_count=count - len(mine), max_wait_time=wait)
+        )
+        for message in batch:
+            if tag_of(message) == tag:
+                mine.append(message)
+            elif settle_others:
+                # In receive-and-delete mode the SDK refuses to settle: already gone.
+                with contextlib.suppress(ValueError):
+                    await result(receiver.complete_message(message))
+    return mine
+
+
+async def peek_tagged(receiver: Any, tag: str, *, max_count: int = 250) -> list[Any]:
+    """Every message of this test that a peek from the start of the queue shows."""
+    found: list[Any] = []
+    sequence_number = 1  # 0 would mean "after the last one this receiver saw"
+    while True:
+        page = await result(
+            receiver.peek_messages(max_message_count=50, sequence_number=sequence_number)
+        )
+        if not page:
+            return found
+        found.extend(m for m in page if tag_of(m) == tag)
+        sequence_number = page[-1].sequence_number + 1
+        if len(found) >= max_count:
+            return found
+
+
+def ids(messages: Iterable[ServiceBusReceivedMessage]) -> list[str]:
+    return [str(m.message_id) for m in messages]
+
+
+__all__ = [
+    "NEXT_AVAILABLE_SESSION",
+    "Bus",
+    "Queues",
+    "body_of",
+    "ids",
+    "new_tag",
+    "opened",
+    "peek_tagged",
+    "receive_tagged",
+    "result",
+    "tag_of",
+    "tagged",
+]

@@ -1,0 +1,43 @@
+"""The errors Service Bus returns surface as the SDK's documented exceptions.
+
+Lock-lost errors are in test_settlement.py and test_sessions.py, next to the locks.
+"""
+
+from __future__ import annotations
+
+import pytest
+from azure.servicebus.exceptions import MessageSizeExceededError, MessagingEntityNotFoundError
+
+from .sdk import Bus, Queues, body_of, new_tag, receive_tagged, result, tagged
+
+pytestmark = pytest.mark.integration
+
+ONE_MIB = 1024 * 1024
+
+
+async def test_sending_to_a_missing_queue_is_entity_not_found(bus: Bus) -> None:
+    with pytest.raises(MessagingEntityNotFoundError):
+        async with bus.sender(f"no-such-queue-{new_tag()}") as sender:
+            await result(sender.send_messages(tagged("x")))
+
+
+async def test_receiving_from_a_missing_queue_is_entity_not_found(bus: Bus) -> None:
+    with pytest.raises(MessagingEntityNotFoundError):
+        async with bus.receiver(f"no-such-queue-{new_tag()}", max_wait_time=1) as receiver:
+            await result(receiver.receive_messages(max_wait_time=1))
+
+
+async def test_a_message_over_one_mib_is_refused_and_the_sender_goes_on(
+    bus: Bus, queues: Queues
+) -> None:
+    tag = new_tag()
+    async with bus.sender(queues.plain) as sender:
+        with pytest.raises(MessageSizeExceededError):
+            await result(sender.send_messages(tagged(tag, body=b"x" * (ONE_MIB + 1))))
+        await result(sender.send_messages(tagged(tag, body="small")))
+
+    async with bus.receiver(queues.plain) as receiver:
+        (small,) = await receive_tagged(receiver, tag, 1)
+        assert body_of(small) == b"small"
+        await result(receiver.complete_message(small))
+        assert await receive_tagged(receiver, tag, 1, timeout=1) == []

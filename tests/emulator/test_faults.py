@@ -1,0 +1,408 @@
+"""Faults, on the project's emulator only: kill -9 and restart with --data-dir, a client that
+vanishes holding a lock, receivers racing for one session, garbage on the port.
+
+Each test starts an emulator of its own, so a fault cannot leak into the conformance runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.servicebus import (
+    ServiceBusClient,
+    ServiceBusMessage,
+    ServiceBusReceiveMode,
+    ServiceBusSubQueue,
+)
+from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
+from azure.servicebus.exceptions import SessionCannotBeLockedError
+
+from localdev.servicebus_emulator.testing import run_emulator
+
+pytestmark = pytest.mark.integration
+
+LOCK_SECONDS = 3
+
+
+def config() -> dict[str, Any]:
+    def queue(name: str, *, sessions: bool = False) -> dict[str, Any]:
+        return {
+            "Name": name,
+            "Properties": {
+                "RequiresSession": sessions,
+                "LockDuration": f"PT{LOCK_SECONDS}S",
+                "MaxDeliveryCount": 10,
+                "DefaultMessageTimeToLive": "PT1H",
+                "DeadLetteringOnMessageExpiration": False,
+                "RequiresDuplicateDetection": False,
+            },
+        }
+
+    return {
+        "UserConfig": {
+            "Namespaces": [
+                {
+                    "Name": "sbemulatorns",
+                    "Queues": [queue("faults"), queue("faults-sessions", sessions=True)],
+                    "Topics": [],
+                }
+            ],
+            "Logging": {"Type": "Console"},
+        }
+    }
+
+
+@pytest.fixture
+def emulator() -> Iterator[Any]:
+    with run_emulator(config()) as emu:
+        yield emu
+
+
+def client(connection_string: str) -> ServiceBusClient:
+    return ServiceBusClient.from_connection_string(connection_string, retry_total=0)
+
+
+def receive_all(connection_string: str, queue: str, *, quiet_for: float = 2.0) -> list[Any]:
+    """Receive-and-delete until the queue has been empty for ``quiet_for`` seconds."""
+    found: list[Any] = []
+    with (
+        client(connection_string) as sb,
+        sb.get_queue_receiver(
+            queue, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
+        ) as receiver,
+    ):
+        while batch := receiver.receive_messages(max_message_count=100, max_wait_time=quiet_for):
+            found.extend(batch)
+    return found
+
+
+# --- kill -9 and restart ------------------------------------------------------------------
+
+
+def test_everything_acknowledged_survives_kill_and_restart(tmp_path: Path) -> None:
+    with run_emulator(config(), data_dir=tmp_path) as emu:
+        with client(emu.connection_string) as sb:
+            with sb.get_queue_sender("faults") as sender:
+                sender.send_messages(
+                    [ServiceBusMessage(f"m{n}", message_id=f"m{n}") for n in range(10)]
+                )
+                far = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
+                (scheduled,) = sender.schedule_messages(ServiceBusMessage("later"), far)
+            with sb.get_queue_receiver("faults", max_wait_time=2) as receiver:
+                received: list[Any] = []
+                for _ in range(10):
+                    received += receiver.receive_messages(max_message_count=10, max_wait_time=2)
+                    if len(received) >= 10:
+                        break
+                by_id = {str(m.message_id): m for m in received}
+                for n in (0, 1, 2):
+                    receiver.complete_message(by_id[f"m{n}"])
+                for n in (3, 4):
+                    receiver.dead_letter_message(
+                        by_id[f"m{n}"], reason="Bad", error_description="m"
+                    )
+                receiver.defer_message(by_id["m5"])
+                deferred = by_id["m5"].sequence_number
+                # m6..m9 stay locked, never settled: the kill must not lose them.
+            with sb.get_queue_sender("faults-sessions") as sender:
+                sender.send_messages(ServiceBusMessage("s", session_id="durable-session"))
+            with sb.get_queue_receiver("faults-sessions", session_id="durable-session") as r:
+                r.session.set_state(b"step-2")
+
+        emu.kill()
+        emu.restart()
+
+        counts = emu.counts()
+        assert counts["faults"]["active"] == 4
+        assert counts["faults"]["dead_lettered"] == 2
+        assert counts["faults"]["deferred"] == 1
+        assert counts["faults"]["scheduled"] == 1
+        with client(emu.connection_string) as sb:
+            with sb.get_queue_receiver("faults", max_wait_time=1) as receiver:
+                peeked = receiver.peek_messages(max_message_count=50, sequence_number=0)
+                assert scheduled in [m.sequence_number for m in peeked]
+                (back,) = receiver.receive_deferred_messages([deferred])
+                assert str(back.message_id) == "m5"
+                receiver.complete_message(back)
+            with sb.get_queue_receiver(
+                "faults", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=2
+            ) as dead:
+                letters = dead.receive_messages(max_message_count=10, max_wait_time=2)
+                assert sorted(str(m.message_id) for m in letters) == ["m3", "m4"]
+                assert {m.dead_letter_reason for m in letters} == {"Bad"}
+            with sb.get_queue_receiver("faults-sessions", session_id="durable-session") as r:
+                assert r.session.get_state() == b"step-2"
+                assert [b"".join(m.body) for m in r.receive_messages(max_wait_time=2)] == [b"s"]
+        # Locks do not outlive the process that granted them: at the latest after the lock
+        # duration, the unsettled messages are deliverable again.
+        remaining = receive_all(emu.connection_string, "faults", quiet_for=LOCK_SECONDS + 1)
+        assert sorted(str(m.message_id) for m in remaining) == ["m6", "m7", "m8", "m9"]
+
+
+def test_a_kill_in_mid_stream_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    """A sender and a receiver are busy when the emulator gets SIGKILL. Every message whose
+    send returned is there after the restart, unless its completion returned too."""
+    acknowledged: list[str] = []
+    completed: set[str] = set()
+    completing: set[str] = set()  # completion sent, outcome unknown when the kill came
+    stop = threading.Event()
+
+    def send_until_stopped(connection_string: str) -> None:
+        with client(connection_string) as sb, sb.get_queue_sender("faults") as sender:
+            n = 0
+            while not stop.is_set():
+                message_id = f"stream-{n}"
+                try:
+                    sender.send_messages(ServiceBusMessage(message_id, message_id=message_id))
+                except Exception:
+                    return  # the kill: this send is unacknowledged
+                acknowledged.append(message_id)
+                n += 1
+
+    killed = False
+    with run_emulator(config(), data_dir=tmp_path) as emu:
+        sender = threading.Thread(target=send_until_stopped, args=(emu.connection_string,))
+        sender.start()
+        try:
+            with client(emu.connection_string) as sb, sb.get_queue_receiver("faults") as receiver:
+                deadline = time.monotonic() + 60
+                while len(acknowledged) < 150 and time.monotonic() < deadline:
+                    for message in receiver.receive_messages(max_message_count=10, max_wait_time=1):
+                        if message.sequence_number % 3:  # every third one stays locked
+                            completing.add(str(message.message_id))
+                            receiver.complete_message(message)
+                            completed.add(str(message.message_id))
+                emu.kill()
+                killed = True
+        except Exception:
+            if not killed:
+                raise
+            # else: the receiver's connection died with the emulator, as it should
+        finally:
+            stop.set()
+            sender.join(timeout=30)
+        assert len(acknowledged) >= 150
+
+        emu.restart()
+        found = [
+            str(m.message_id)
+            for m in receive_all(emu.connection_string, "faults", quiet_for=LOCK_SECONDS + 1)
+        ]
+
+    assert len(found) == len(set(found)), "a message came back twice"
+    assert not set(found) & completed, "a completed message came back"
+    lost = set(acknowledged) - completing - set(found)
+    assert not lost, f"acknowledged messages lost: {sorted(lost)[:10]}"
+    assert set(found) <= set(acknowledged) | {f"stream-{len(acknowledged)}"}
+
+
+# --- a client that vanishes ---------------------------------------------------------------
+
+LOCK_HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from azure.servicebus import ServiceBusClient
+    with ServiceBusClient.from_connection_string(sys.argv[1], retry_total=0) as sb:
+        with sb.get_queue_receiver("faults", max_wait_time=10) as receiver:
+            (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=10)
+            print(message.sequence_number, flush=True)
+            time.sleep(600)
+    """
+)
+
+
+def test_a_vanished_client_s_message_comes_back_after_the_lock_duration(emulator: Any) -> None:
+    with client(emulator.connection_string) as sb, sb.get_queue_sender("faults") as sender:
+        sender.send_messages(ServiceBusMessage("held"))
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, emulator.connection_string],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        sequence_number = int(holder.stdout.readline())
+        locked_at = time.monotonic()
+    finally:
+        holder.kill()  # SIGKILL: no detach, no close, the socket just goes away
+        holder.wait()
+
+    with client(emulator.connection_string) as sb, sb.get_queue_receiver("faults") as receiver:
+        # Still locked by the dead client for now ...
+        early = receiver.receive_messages(max_message_count=1, max_wait_time=1)
+        if time.monotonic() - locked_at < LOCK_SECONDS - 0.3:
+            assert early == [], "the lock of a vanished client ended before its lock duration"
+        # ... and delivered again once its lock ran out, as a failed delivery.
+        again = early or receiver.receive_messages(
+            max_message_count=1, max_wait_time=LOCK_SECONDS + 5
+        )
+        assert len(again) == 1
+        assert time.monotonic() - locked_at >= LOCK_SECONDS - 0.5
+        assert again[0].sequence_number == sequence_number
+        assert again[0].delivery_count == 1
+        receiver.complete_message(again[0])
+
+
+# --- receivers racing for one session -----------------------------------------------------
+
+
+def test_receivers_racing_for_one_session_one_wins(emulator: Any) -> None:
+    contenders = 6
+
+    async def race(session: str) -> list[str]:
+        start = asyncio.Event()
+
+        async def contend() -> str:
+            async with AsyncServiceBusClient.from_connection_string(
+                emulator.connection_string, retry_total=0
+            ) as sb:
+                await start.wait()
+                try:
+                    async with sb.get_queue_receiver("faults-sessions", session_id=session) as r:
+                        assert r.session.session_id == session
+                        await asyncio.sleep(2)  # hold it while the others try
+                        return "locked"
+                except SessionCannotBeLockedError:
+                    return "refused"
+
+        tasks = [asyncio.create_task(contend()) for _ in range(contenders)]
+        await asyncio.sleep(0.2)
+        start.set()
+        return await asyncio.gather(*tasks)
+
+    for round_ in range(3):
+        outcomes = asyncio.run(race(f"race-{round_}-{uuid.uuid4().hex[:6]}"))
+        assert sorted(outcomes) == ["locked"] + ["refused"] * (contenders - 1)
+
+
+def test_a_sync_and_an_async_receiver_racing_for_one_session(emulator: Any) -> None:
+    session = f"race-mixed-{uuid.uuid4().hex[:6]}"
+    outcomes: list[str] = []
+    start = threading.Barrier(2)
+
+    def sync_contender() -> None:
+        with client(emulator.connection_string) as sb:
+            start.wait()
+            try:
+                with sb.get_queue_receiver("faults-sessions", session_id=session):
+                    time.sleep(1)
+                    outcomes.append("locked")
+            except SessionCannotBeLockedError:
+                outcomes.append("refused")
+
+    async def async_contender() -> None:
+        async with AsyncServiceBusClient.from_connection_string(
+            emulator.connection_string, retry_total=0
+        ) as sb:
+            await asyncio.to_thread(start.wait)
+            try:
+                async with sb.get_queue_receiver("faults-sessions", session_id=session):
+                    await asyncio.sleep(1)
+                    outcomes.append("locked")
+            except SessionCannotBeLockedError:
+                outcomes.append("refused")
+
+    thread = threading.Thread(target=sync_contender)
+    thread.start()
+    asyncio.run(async_contender())
+    thread.join(timeout=30)
+    assert sorted(outcomes) == ["locked", "refused"]
+
+
+# --- garbage on the port ------------------------------------------------------------------
+
+AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
+SASL_HEADER = b"AMQP\x03\x01\x00\x00"
+
+GARBAGE = {
+    "random bytes": os.urandom(4096),
+    "http": b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    "a frame after the amqp header": AMQP_HEADER
+    + b"\x00\x00\x00\x10\x02\x00\x00\x00"
+    + b"\xff" * 8,
+    "a 4 GiB frame size": SASL_HEADER + b"\xff\xff\xff\xff\x02\x01\x00\x00",
+    "a frame shorter than its header": AMQP_HEADER + b"\x00\x00\x00\x04\x02\x00\x00\x00",
+    "an undecodable performative": AMQP_HEADER
+    + b"\x00\x00\x00\x0f\x02\x00\x00\x00\x00\x53\x10\xc0\x7f\xff\xff",
+}
+
+
+def closed_by_server(sock: socket.socket, timeout: float) -> bool:
+    """Whether the server closes this socket within ``timeout`` (what it sends first is fine)."""
+    sock.settimeout(timeout)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if not sock.recv(65536):
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+    return False
+
+
+def test_garbage_on_the_port_does_not_disturb_other_connections(emulator: Any) -> None:
+    errors: list[BaseException] = []
+    round_trips = 0
+    stop = threading.Event()
+
+    def busy_client() -> None:
+        nonlocal round_trips
+        try:
+            with (
+                client(emulator.connection_string) as sb,
+                sb.get_queue_sender("faults") as sender,
+                sb.get_queue_receiver("faults", max_wait_time=5) as receiver,
+            ):
+                while not stop.is_set():
+                    sender.send_messages(ServiceBusMessage(f"rt-{round_trips}"))
+                    (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+                    assert b"".join(message.body) == f"rt-{round_trips}".encode()
+                    receiver.complete_message(message)
+                    round_trips += 1
+        except BaseException as error:
+            errors.append(error)
+
+    worker = threading.Thread(target=busy_client)
+    worker.start()
+    try:
+        # Half-open connections: one that never says anything, one that stops mid-header.
+        silent = socket.create_connection((emulator.host, emulator.port))
+        stalled = socket.create_connection((emulator.host, emulator.port))
+        stalled.sendall(SASL_HEADER[:4])
+        before = round_trips
+        for name, payload in GARBAGE.items():
+            with socket.create_connection((emulator.host, emulator.port)) as sock:
+                sock.sendall(payload)
+                assert closed_by_server(sock, timeout=5), f"{name}: the socket was left hanging"
+        time.sleep(1)
+        assert round_trips > before, "the SDK client made no progress during the garbage"
+    finally:
+        stop.set()
+        worker.join(timeout=30)
+    assert not errors, errors
+    silent.close()
+    stalled.close()
+
+    # A fresh client after all that.
+    with client(emulator.connection_string) as sb:
+        with sb.get_queue_sender("faults") as sender:
+            sender.send_messages(ServiceBusMessage("after"))
+        with sb.get_queue_receiver("faults", max_wait_time=5) as receiver:
+            (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            assert b"".join(message.body) == b"after"
+            receiver.complete_message(message)

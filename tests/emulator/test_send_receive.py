@@ -1,0 +1,151 @@
+"""Sending (single and batched), receiving in both modes, and what a received message carries."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+
+import pytest
+from azure.servicebus import ServiceBusReceiveMode
+from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
+
+from .sdk import Bus, Queues, body_of, new_tag, receive_tagged, result, tag_of, tagged
+
+pytestmark = pytest.mark.integration
+
+
+async def test_a_single_message_arrives_with_its_properties(bus: Bus, queues: Queues) -> None:
+    tag = new_tag()
+    sent = tagged(
+        tag,
+        body='{"sku": "MUG-1"}',
+        application_properties={"step": 3, "price": 9.5, "last": True},
+        content_type="application/json",
+        correlation_id=f"corr-{tag}",
+        subject="ImportProduct",
+        message_id=f"id-{tag}",
+        reply_to="replies",
+        to="somewhere",
+    )
+    before = datetime.datetime.now(datetime.UTC)
+
+    await bus.send(queues.plain, sent)
+
+    async with bus.receiver(queues.plain) as receiver:
+        (received,) = await receive_tagged(receiver, tag, 1)
+        assert body_of(received) == b'{"sku": "MUG-1"}'
+        assert str(received.message_id) == f"id-{tag}"
+        assert received.content_type == "application/json"
+        assert received.correlation_id == f"corr-{tag}"
+        assert received.subject == "ImportProduct"
+        assert received.reply_to == "replies"
+        assert received.to == "somewhere"
+        properties = {
+            (k.decode() if isinstance(k, bytes) else k): v
+            for k, v in received.application_properties.items()
+        }
+        assert properties["step"] == 3
+        assert properties["price"] == 9.5
+        assert properties["last"] is True
+        assert received.delivery_count == 0
+        assert received.sequence_number > 0
+        # Service Bus stamps the enqueue time when it accepts the message (clock skew: 5 s).
+        assert received.enqueued_time_utc >= before - datetime.timedelta(seconds=5)
+        assert received.enqueued_time_utc <= datetime.datetime.now(datetime.UTC)
+        assert received.locked_until_utc > datetime.datetime.now(datetime.UTC)
+        assert received.lock_token
+        await result(receiver.complete_message(received))
+
+
+async def test_a_batch_arrives_in_order_with_increasing_sequence_numbers(
+    bus: Bus, queues: Queues
+) -> None:
+    tag = new_tag()
+    async with bus.sender(queues.plain) as sender:
+        batch = await result(sender.create_message_batch())
+        for n in range(10):
+            batch.add_message(tagged(tag, body=f"batch-{n}"))
+        await result(sender.send_messages(batch))
+        # A list is sent as a batch too.
+        await result(sender.send_messages([tagged(tag, body=f"list-{n}") for n in range(5)]))
+
+    async with bus.receiver(queues.plain) as receiver:
+        received = await receive_tagged(receiver, tag, 15)
+        assert [body_of(m).decode() for m in received] == [f"batch-{n}" for n in range(10)] + [
+            f"list-{n}" for n in range(5)
+        ]
+        numbers = [m.sequence_number for m in received]
+        assert numbers == sorted(numbers) and len(set(numbers)) == 15
+        for message in received:
+            await result(receiver.complete_message(message))
+
+
+async def test_receive_and_delete_removes_the_message_on_delivery(bus: Bus, queues: Queues) -> None:
+    tag = new_tag()
+    await bus.send(queues.plain, [tagged(tag, body=f"m{n}") for n in range(3)])
+
+    async with bus.receiver(
+        queues.plain, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
+    ) as receiver:
+        received = await receive_tagged(receiver, tag, 3)
+        assert sorted(body_of(m) for m in received) == [b"m0", b"m1", b"m2"]
+
+    async with bus.receiver(queues.plain, max_wait_time=1) as receiver:
+        assert await receive_tagged(receiver, tag, 1, timeout=2) == []
+
+
+async def test_a_900_kib_message_round_trips_byte_for_byte(bus: Bus, queues: Queues) -> None:
+    # Larger than the frame size, so it travels as a multi-frame transfer both ways.
+    tag = new_tag()
+    payload = os.urandom(900 * 1024)
+    await bus.send(queues.plain, tagged(tag, body=payload))
+
+    async with bus.receiver(queues.plain) as receiver:
+        (received,) = await receive_tagged(receiver, tag, 1)
+        assert body_of(received) == payload
+        await result(receiver.complete_message(received))
+
+
+async def test_two_hundred_concurrent_connections(connection_string: str, queues: Queues) -> None:
+    """200 async senders, each on its own connection, all open at the same time."""
+    tag = new_tag()
+    count = 200
+    all_open = asyncio.Barrier(count)
+
+    async def send_one(n: int) -> None:
+        async with (
+            AsyncServiceBusClient.from_connection_string(connection_string, retry_total=0) as c,
+            c.get_queue_sender(queues.plain) as sender,
+        ):
+            await sender.send_messages(tagged(tag, body=f"conn-{n}"))
+            # Hold the connection until every other sender has sent on its own.
+            await asyncio.wait_for(all_open.wait(), timeout=60)
+
+    await asyncio.gather(*(send_one(n) for n in range(count)))
+
+    async with (
+        AsyncServiceBusClient.from_connection_string(connection_string, retry_total=0) as client,
+        client.get_queue_receiver(
+            queues.plain, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
+        ) as receiver,
+    ):
+        received = await receive_tagged(receiver, tag, count, timeout=20)
+    assert sorted(body_of(m).decode() for m in received) == sorted(
+        f"conn-{n}" for n in range(count)
+    )
+    assert all(tag_of(m) == tag for m in received)
+
+
+async def test_sequence_numbers_increase_across_sends(bus: Bus, queues: Queues) -> None:
+    tag = new_tag()
+    for n in range(3):
+        await bus.send(queues.plain, tagged(tag, body=f"s{n}"))
+    async with bus.receiver(
+        queues.plain, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
+    ) as receiver:
+        received = await receive_tagged(receiver, tag, 3)
+    assert [body_of(m) for m in received] == [b"s0", b"s1", b"s2"]
+    numbers = [m.sequence_number for m in received]
+    assert numbers[0] < numbers[1] < numbers[2]
+    assert [m.enqueued_time_utc for m in received] == sorted(m.enqueued_time_utc for m in received)

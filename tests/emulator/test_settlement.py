@@ -1,0 +1,188 @@
+"""Peek-lock settlement: complete, abandon, dead-letter, defer; peek; lock renewal and expiry."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from azure.servicebus import ServiceBusMessageState, ServiceBusReceiveMode, ServiceBusSubQueue
+from azure.servicebus.exceptions import MessageLockLostError, MessageNotFoundError
+
+from .sdk import (
+    MAX_DELIVERY_COUNT,
+    SHORT_LOCK_SECONDS,
+    Bus,
+    Queues,
+    body_of,
+    new_tag,
+    peek_tagged,
+    receive_tagged,
+    result,
+    tagged,
+)
+
+pytestmark = pytest.mark.integration
+
+
+async def test_complete_removes_the_message(bus: Bus, queues: Queues) -> None:
+    tag = new_tag()
+    await bus.send(queues.plain, tagged(tag))
+
+    async with bus.receiver(queues.plain) as receiver:
+        (message,) = await receive_tagged(receiver, tag, 1)
+        await result(receiver.complete_message(message))
+        assert await receive_tagged(receiver, tag, 1, timeout=1) == []
+        assert await peek_tagged(receiver, tag) == []
+
+
+async def test_abandon_redelivers_with_delivery_count_plus_one(bus: Bus, queues: Queues) -> None:
+    tag = new_tag()
+    await bus.send(queues.plain, tagged(tag, body="again"))
+
+    async with bus.receiver(queues.plain) as receiver:
+        (first,) = await receive_tagged(receiver, tag, 1)
+        assert first.delivery_count == 0
+        await result(receiver.abandon_message(first))
+
+        (second,) = await receive_tagged(receiver, tag, 1)
+        assert second.delivery_count == 1
+        assert second.sequence_number == first.sequence_number
+        assert body_of(second) == b"again"
+        assert second.lock_token != first.lock_token
+        await result(receiver.complete_message(second))
+
+
+async def test_dead_letter_keeps_reason_and_description(bus: Bus, queues: Queues) -> None:
+    tag = new_tag()
+    await bus.send(queues.plain, tagged(tag, body="bad price"))
+
+    async with bus.receiver(queues.plain) as receiver:
+        (message,) = await receive_tagged(receiver, tag, 1)
+        await result(
+            receiver.dead_letter_message(
+                message, reason="InvalidProduct:price", error_description="price is missing"
+            )
+        )
+        assert await receive_tagged(receiver, tag, 1, timeout=1) == []
+
+    async with bus.receiver(queues.plain, sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dead:
+        (dead_letter,) = await receive_tagged(dead, tag, 1)
+        assert dead_letter.dead_letter_reason == "InvalidProduct:price"
+        assert dead_letter.dead_letter_error_description == "price is missing"
+        assert body_of(dead_letter) == b"bad price"
+        assert dead_letter.sequence_number == message.sequence_number
+        await result(dead.complete_message(dead_letter))
+        assert await receive_tagged(dead, tag, 1, timeout=1) == []
+
+
+async def test_deferred_messages_come_back_only_by_sequence_number(
+    bus: Bus, queues: Queues
+) -> None:
+    tag = new_tag()
+    await bus.send(queues.plain, [tagged(tag, body="later"), tagged(tag, body="other")])
+
+    async with bus.receiver(queues.plain) as receiver:
+        received = await receive_tagged(receiver, tag, 2)
+        later = next(m for m in received if body_of(m) == b"later")
+        await result(receiver.defer_message(later))
+        await result(receiver.abandon_message(next(m for m in received if m is not later)))
+
+        # The deferred one is no longer delivered; the abandoned one is.
+        (again,) = await receive_tagged(receiver, tag, 2, timeout=2)
+        assert body_of(again) == b"other"
+        await result(receiver.complete_message(again))
+        (peeked,) = await peek_tagged(receiver, tag)
+        assert peeked.state == ServiceBusMessageState.DEFERRED
+
+        (deferred,) = await result(receiver.receive_deferred_messages([later.sequence_number]))
+        assert body_of(deferred) == b"later"
+        assert deferred.sequence_number == later.sequence_number
+        assert deferred.locked_until_utc is not None
+        await result(receiver.complete_message(deferred))
+
+        with pytest.raises(MessageNotFoundError):
+            await result(receiver.receive_deferred_messages([later.sequence_number]))
+
+
+async def test_peek_neither_locks_nor_removes(bus: Bus, queues: Queues) -> None:
+    tag = new_tag()
+    await bus.send(queues.plain, [tagged(tag, body=f"p{n}") for n in range(3)])
+
+    async with bus.receiver(queues.plain) as receiver:
+        peeked = await peek_tagged(receiver, tag)
+        assert [body_of(m) for m in peeked] == [b"p0", b"p1", b"p2"]
+        assert all(m.state == ServiceBusMessageState.ACTIVE for m in peeked)
+
+        # From a sequence number: that message and those after it.
+        second = peeked[1].sequence_number
+        from_second = await result(
+            receiver.peek_messages(max_message_count=2, sequence_number=second)
+        )
+        assert [m.sequence_number for m in from_second] == [second, peeked[2].sequence_number]
+
+        received = await receive_tagged(receiver, tag, 3)
+        assert [m.sequence_number for m in received] == [m.sequence_number for m in peeked]
+        assert all(m.delivery_count == 0 for m in received)
+        for message in received:
+            await result(receiver.complete_message(message))
+
+
+async def test_renewing_a_lock_keeps_the_message_past_its_lock_duration(
+    bus: Bus, queues: Queues
+) -> None:
+    tag = new_tag()
+    await bus.send(queues.short_lock, tagged(tag))
+
+    async with bus.receiver(queues.short_lock) as receiver:
+        (message,) = await receive_tagged(receiver, tag, 1)
+        first_lock = message.locked_until_utc
+        await asyncio.sleep(SHORT_LOCK_SECONDS * 0.6)
+        renewed = await result(receiver.renew_message_lock(message))
+        assert renewed > first_lock
+        assert message.locked_until_utc == renewed
+
+        await asyncio.sleep(SHORT_LOCK_SECONDS * 0.5)  # past the first lock, inside the renewed one
+        await result(receiver.complete_message(message))
+
+    async with bus.receiver(queues.short_lock, max_wait_time=1) as receiver:
+        assert await receive_tagged(receiver, tag, 1, timeout=1) == []
+
+
+async def test_lock_expiry_redelivers_and_dead_letters_at_max_delivery_count(
+    bus: Bus, queues: Queues
+) -> None:
+    """A lock that runs out counts as a failed delivery, like an abandon; at MaxDeliveryCount
+    (3 on this queue) the message goes to the dead-letter queue."""
+    tag = new_tag()
+    await bus.send(queues.short_lock, tagged(tag, body="slow"))
+
+    async with bus.receiver(queues.short_lock) as receiver:
+        (first,) = await receive_tagged(receiver, tag, 1)
+        assert first.delivery_count == 0
+        await asyncio.sleep(SHORT_LOCK_SECONDS + 0.5)
+
+        # The lock is gone: neither settling nor renewing works any more.
+        with pytest.raises(MessageLockLostError):
+            await result(receiver.renew_message_lock(first))
+        with pytest.raises(MessageLockLostError):
+            await result(receiver.complete_message(first))
+
+        (second,) = await receive_tagged(receiver, tag, 1)
+        assert second.delivery_count == 1
+        assert second.sequence_number == first.sequence_number
+        await result(receiver.abandon_message(second))
+
+        (third,) = await receive_tagged(receiver, tag, 1)
+        assert third.delivery_count == MAX_DELIVERY_COUNT - 1
+        await asyncio.sleep(SHORT_LOCK_SECONDS + 0.5)
+        assert await receive_tagged(receiver, tag, 1, timeout=1) == []
+
+    async with bus.receiver(
+        queues.short_lock,
+        sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+        receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+    ) as dead:
+        (dead_letter,) = await receive_tagged(dead, tag, 1)
+        assert dead_letter.dead_letter_reason == "MaxDeliveryCountExceeded"
+        assert dead_letter.sequence_number == first.sequence_number
+        assert body_of(dead_letter) == b"slow"
