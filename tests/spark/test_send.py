@@ -59,11 +59,12 @@ def connection_string() -> Iterator[str]:
 def drain(connection_string: str) -> dict[str, list[dict]]:
     """Every message on the queue, session by session, in delivery order (completed)."""
     sessions: dict[str, list[dict]] = {}
-    with ServiceBusClient.from_connection_string(connection_string) as client:
+    # No retries: the SDK retries "no session available" as a timeout, 4 x max_wait_time.
+    with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as client:
         while True:
             try:
                 receiver = client.get_queue_receiver(
-                    QUEUE, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
+                    QUEUE, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1
                 )
                 with receiver:
                     for message in receiver:
@@ -74,6 +75,15 @@ def drain(connection_string: str) -> dict[str, list[dict]]:
                         receiver.complete_message(message)
             except OperationTimeoutError:
                 return sessions
+
+
+def peek_session(connection_string: str, session_id: str) -> int:
+    """How many messages the session holds, without settling any."""
+    with (
+        ServiceBusClient.from_connection_string(connection_string) as client,
+        client.get_queue_receiver(QUEUE, session_id=session_id, max_wait_time=2) as receiver,
+    ):
+        return len(receiver.peek_messages(max_message_count=1000))
 
 
 def assert_arrived_once_in_order(sessions: dict[str, list[dict]], job_id: str, skus: list[str]):
@@ -146,8 +156,8 @@ def test_a_rerun_of_the_same_job_sends_nothing_twice(spark, connection_string, t
 
 @pytest.mark.integration
 def test_a_retried_task_sends_nothing_twice(spark, connection_string, tmp_path) -> None:
-    """A partition whose first attempt dies after sending its first session, then runs again
-    from the start: as Spark retries a failed task."""
+    """A partition whose first attempt dies after sending its first session, in the middle of
+    its second, then runs again from the start: as Spark retries a failed task."""
     path = write_csv(tmp_path / "c.csv", 40)
     valid, _ = split_rejects(number_rows(read_catalogue(spark, str(path), "csv")))
     rows = assign_sessions(valid, "retry", 2, total=40).orderBy("session_id", "step").collect()
@@ -158,26 +168,30 @@ def test_a_retried_task_sends_nothing_twice(spark, connection_string, tmp_path) 
         def add(self, n: int) -> None:
             self.value += n
 
+    sent = Accumulator()
     send = send_partition(
         job_id="retry",
         queue_name=QUEUE,
         connection_string=connection_string,
         options=SendOptions(),
-        sent=Accumulator(),
+        sent=sent,
     )
 
     def dies_in_second_session():
         for row in rows:
-            if row["session_id"].endswith("0001"):
+            if row["session_id"].endswith("0001") and row["step"] == 5:
                 raise RuntimeError("executor lost")
             yield row
 
     with pytest.raises(RuntimeError):
         send(dies_in_second_session())
+    assert peek_session(connection_string, "retry-0000") == 20  # sent before the crash
+    assert peek_session(connection_string, "retry-0001") == 0
     send(iter(rows))
 
     expected = [product(i)["sku"] for i in range(1, 41)]
     assert_arrived_once_in_order(drain(connection_string), "retry", expected)
+    assert sent.value == 40  # the retry sent all 40; the queue dropped the first 20 again
 
 
 def test_transient_errors_are_retried_with_growing_backoff_and_permanent_ones_are_not() -> None:
