@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from azure.servicebus import NEXT_AVAILABLE_SESSION
+from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusSubQueue
 from azure.servicebus.exceptions import (
     OperationTimeoutError,
     SessionCannotBeLockedError,
@@ -182,3 +182,41 @@ async def test_a_session_lock_lasts_while_renewed_and_is_lost_when_not(
         assert again.sequence_number == second.sequence_number
         assert again.delivery_count == 1
         await result(receiver.complete_message(again))
+
+
+async def test_an_abandoned_session_message_comes_back_first(bus: Bus, queues: Queues) -> None:
+    tag = new_tag()
+    session = f"abandon-{tag}"
+    await send_to_sessions(bus, queues.sessions, tag, [session], per=3)
+
+    async with bus.receiver(queues.sessions, session_id=session) as receiver:
+        (first,) = await receive_tagged(receiver, tag, 1)
+        await result(receiver.abandon_message(first))
+        received = await receive_tagged(receiver, tag, 3)
+        assert [body_of(m).decode() for m in received] == [f"{session}:{n}" for n in range(3)]
+        assert [m.delivery_count for m in received] == [1, 0, 0]
+        for message in received:
+            await result(receiver.complete_message(message))
+
+
+async def test_dead_letters_of_a_session_queue_are_read_without_a_session(
+    bus: Bus, queues: Queues
+) -> None:
+    """The dead-letter queue of a session queue is not session-enabled; the session id stays
+    on the message (the app's dead-letter archive relies on both)."""
+    tag = new_tag()
+    session = f"dead-{tag}"
+    await bus.send(queues.sessions, tagged(tag, body="poison", session_id=session))
+
+    async with bus.receiver(queues.sessions, session_id=session) as receiver:
+        (message,) = await receive_tagged(receiver, tag, 1)
+        await result(
+            receiver.dead_letter_message(message, reason="Poison", error_description="step 2")
+        )
+
+    async with bus.receiver(queues.sessions, sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dead:
+        (dead_letter,) = await receive_tagged(dead, tag, 1)
+        assert dead_letter.session_id == session
+        assert dead_letter.dead_letter_reason == "Poison"
+        assert dead_letter.dead_letter_error_description == "step 2"
+        await result(dead.complete_message(dead_letter))

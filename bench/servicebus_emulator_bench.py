@@ -1,0 +1,257 @@
+"""The project's Service Bus emulator under the SDK: throughput, and whose CPU it costs.
+
+Three phases through the unmodified azure-servicebus SDK (sync client, one process):
+batched send, receive + complete (peek-lock, each completion awaited), and sessions
+(S sessions x M messages, one next-available session receiver at a time). For each phase it
+reports msgs/s, the emulator's CPU time per message (utime + stime of the emulator subprocess,
+from /proc/<pid>/stat) and the client's (time.process_time() of this process).
+
+Run: ``.venv/bin/python -m bench.servicebus_emulator_bench`` (``--messages N --batch B
+--sessions S --per-session M``). The goal: the emulator is never the bottleneck, i.e. its CPU
+per message is at most half the client's in every phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage
+from azure.servicebus.exceptions import OperationTimeoutError
+
+from localdev.servicebus_emulator.testing import run_emulator
+
+QUEUE = "bench"
+SESSION_QUEUE = "bench-sessions"
+GOAL = 0.5  # emulator CPU per message / client CPU per message, at most
+BODY = b'{"sku": "SKU-0000001", "name": "Mug", "price": "9.50", "currency": "EUR"}'
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def config() -> dict[str, Any]:
+    def queue(name: str, *, sessions: bool) -> dict[str, Any]:
+        return {
+            "Name": name,
+            "Properties": {
+                "RequiresSession": sessions,
+                "LockDuration": "PT1M",
+                "MaxDeliveryCount": 10,
+                "DefaultMessageTimeToLive": "PT1H",
+                "DeadLetteringOnMessageExpiration": False,
+                "RequiresDuplicateDetection": False,
+            },
+        }
+
+    return {
+        "UserConfig": {
+            "Namespaces": [
+                {
+                    "Name": "sbemulatorns",
+                    "Queues": [queue(QUEUE, sessions=False), queue(SESSION_QUEUE, sessions=True)],
+                    "Topics": [],
+                }
+            ],
+            "Logging": {"Type": "File"},
+        }
+    }
+
+
+def process_cpu_seconds(pid: int) -> tuple[float, float]:
+    """(utime, stime) of a process in seconds, from /proc/<pid>/stat (fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        # The command name (field 2) may hold spaces; everything after its ")" is fixed.
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
+@dataclass
+class Phase:
+    name: str
+    messages: int
+    seconds: float
+    client_cpu: float
+    emulator_user: float
+    emulator_system: float
+
+    @property
+    def emulator_cpu(self) -> float:
+        return self.emulator_user + self.emulator_system
+
+    @property
+    def per_second(self) -> float:
+        return self.messages / self.seconds
+
+    @property
+    def client_us(self) -> float:
+        return self.client_cpu / self.messages * 1e6
+
+    @property
+    def emulator_us(self) -> float:
+        return self.emulator_cpu / self.messages * 1e6
+
+    @property
+    def ratio(self) -> float:
+        return self.emulator_cpu / self.client_cpu
+
+
+def measure(name: str, emulator_pid: int, work: Callable[[], int]) -> Phase:
+    (user_before, system_before), client_before = (
+        process_cpu_seconds(emulator_pid),
+        time.process_time(),
+    )
+    started = time.perf_counter()
+    messages = work()
+    seconds = time.perf_counter() - started
+    client_cpu = time.process_time() - client_before
+    user_after, system_after = process_cpu_seconds(emulator_pid)
+    return Phase(
+        name,
+        messages,
+        seconds,
+        client_cpu=client_cpu,
+        emulator_user=user_after - user_before,
+        emulator_system=system_after - system_before,
+    )
+
+
+def send_batches(client: ServiceBusClient, queue: str, total: int, batch: int) -> int:
+    with client.get_queue_sender(queue) as sender:
+        for start in range(0, total, batch):
+            count = min(batch, total - start)
+            sender.send_messages([ServiceBusMessage(BODY) for _ in range(count)])
+    return total
+
+
+def receive_and_complete(client: ServiceBusClient, total: int, batch: int) -> int:
+    done = 0
+    with client.get_queue_receiver(QUEUE, max_wait_time=5) as receiver:
+        while done < total:
+            messages = receiver.receive_messages(max_message_count=batch, max_wait_time=5)
+            if not messages:
+                raise RuntimeError(f"only {done} of {total} messages came back")
+            for message in messages:
+                receiver.complete_message(message)
+            done += len(messages)
+    return done
+
+
+def send_sessions(client: ServiceBusClient, sessions: int, per_session: int) -> int:
+    with client.get_queue_sender(SESSION_QUEUE) as sender:
+        for s in range(sessions):
+            session_id = f"bench-{s:04d}"
+            sender.send_messages(
+                [ServiceBusMessage(BODY, session_id=session_id) for _ in range(per_session)]
+            )
+    return sessions * per_session
+
+
+def drain_sessions(client: ServiceBusClient, sessions: int, per_session: int) -> int:
+    """Next-available session receivers, one session after another, FIFO within each."""
+    done = 0
+    for _ in range(sessions):
+        try:
+            receiver = client.get_queue_receiver(
+                SESSION_QUEUE, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=5
+            )
+            with receiver:
+                left = per_session
+                while left:
+                    messages = receiver.receive_messages(max_message_count=left, max_wait_time=5)
+                    if not messages:
+                        raise RuntimeError(f"session {receiver.session.session_id} ran dry")
+                    for message in messages:
+                        receiver.complete_message(message)
+                    left -= len(messages)
+                    done += len(messages)
+        except OperationTimeoutError as error:
+            raise RuntimeError(f"only {done} session messages came back") from error
+    return done
+
+
+def table(phases: list[Phase]) -> str:
+    rows = [
+        f"{'phase':<30}{'msgs':>7}{'msgs/s':>9}{'client µs/msg':>15}{'emulator µs/msg':>17}"
+        f"{'(of it kernel)':>16}{'ratio':>7}"
+    ]
+    for p in phases:
+        rows.append(
+            f"{p.name:<30}{p.messages:>7}{p.per_second:>9.0f}{p.client_us:>15.0f}"
+            f"{p.emulator_us:>17.0f}{p.emulator_system / p.messages * 1e6:>16.0f}{p.ratio:>7.2f}"
+        )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=5000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--sessions", type=int, default=20)
+    parser.add_argument("--per-session", type=int, default=200)
+    args = parser.parse_args()
+
+    with (
+        run_emulator(config()) as emu,
+        ServiceBusClient.from_connection_string(emu.connection_string) as client,
+    ):
+        pid = emu.pid
+        phases = [
+            measure(
+                f"send (batches of {args.batch})",
+                pid,
+                lambda: send_batches(client, QUEUE, args.messages, args.batch),
+            ),
+            measure(
+                "receive + complete",
+                pid,
+                lambda: receive_and_complete(client, args.messages, args.batch),
+            ),
+            measure(
+                f"sessions: send {args.sessions}x{args.per_session}",
+                pid,
+                lambda: send_sessions(client, args.sessions, args.per_session),
+            ),
+            measure(
+                "sessions: receive + complete",
+                pid,
+                lambda: drain_sessions(client, args.sessions, args.per_session),
+            ),
+        ]
+        counts = emu.counts()
+    assert counts[QUEUE]["active"] == 0 and counts[SESSION_QUEUE]["active"] == 0, counts
+
+    print(table(phases))
+    worst = max(phases, key=lambda p: p.ratio)
+    if worst.ratio <= GOAL:
+        verdict = (
+            f"goal met: the emulator's CPU per message is at most {worst.ratio:.2f}x the "
+            f"client's (worst phase: {worst.name}; goal <= {GOAL}x), so the SDK client, not "
+            "the emulator, bounds throughput."
+        )
+    else:
+        verdict = (
+            f"goal NOT met: in '{worst.name}' the emulator spends {worst.ratio:.2f}x the "
+            f"client's CPU per message (goal <= {GOAL}x)."
+        )
+    print(f"\nverdict: {verdict}")
+    result = {
+        p.name: {
+            "messages": p.messages,
+            "msgs_per_s": round(p.per_second),
+            "client_cpu_us_per_msg": round(p.client_us),
+            "emulator_cpu_us_per_msg": round(p.emulator_us),
+            "emulator_kernel_us_per_msg": round(p.emulator_system / p.messages * 1e6),
+            "emulator_to_client_cpu": round(p.ratio, 3),
+        }
+        for p in phases
+    }
+    result["goal_emulator_to_client_cpu_at_most"] = GOAL  # type: ignore[assignment]
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
