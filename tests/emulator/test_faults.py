@@ -38,7 +38,7 @@ LOCK_SECONDS = 3
 
 
 def config() -> dict[str, Any]:
-    def queue(name: str, *, sessions: bool = False) -> dict[str, Any]:
+    def queue(name: str, *, sessions: bool = False, duplicates: bool = False) -> dict[str, Any]:
         return {
             "Name": name,
             "Properties": {
@@ -47,7 +47,8 @@ def config() -> dict[str, Any]:
                 "MaxDeliveryCount": 10,
                 "DefaultMessageTimeToLive": "PT1H",
                 "DeadLetteringOnMessageExpiration": False,
-                "RequiresDuplicateDetection": False,
+                "RequiresDuplicateDetection": duplicates,
+                "DuplicateDetectionHistoryTimeWindow": "PT10M",
             },
         }
 
@@ -56,7 +57,11 @@ def config() -> dict[str, Any]:
             "Namespaces": [
                 {
                     "Name": "sbemulatorns",
-                    "Queues": [queue("faults"), queue("faults-sessions", sessions=True)],
+                    "Queues": [
+                        queue("faults"),
+                        queue("faults-sessions", sessions=True),
+                        queue("faults-duplicates", duplicates=True),
+                    ],
                     "Topics": [],
                 }
             ],
@@ -207,6 +212,25 @@ def test_a_kill_in_mid_stream_loses_no_acknowledged_message(tmp_path: Path) -> N
     lost = set(acknowledged) - completing - set(found)
     assert not lost, f"acknowledged messages lost: {sorted(lost)[:10]}"
     assert set(found) <= set(acknowledged) | {f"stream-{len(acknowledged)}"}
+
+
+def test_sequence_numbers_and_duplicate_history_survive_kill_and_restart(tmp_path: Path) -> None:
+    with run_emulator(config(), data_dir=tmp_path) as emu:
+        with client(emu.connection_string) as sb, sb.get_queue_sender("faults-duplicates") as s:
+            s.send_messages([ServiceBusMessage("before", message_id=f"d{n}") for n in range(3)])
+        before = receive_all(emu.connection_string, "faults-duplicates", quiet_for=1)
+
+        emu.kill()
+        emu.restart()
+
+        with client(emu.connection_string) as sb, sb.get_queue_sender("faults-duplicates") as s:
+            s.send_messages(ServiceBusMessage("again", message_id="d1"))  # a duplicate
+            s.send_messages(ServiceBusMessage("after", message_id="d3"))
+        after = receive_all(emu.connection_string, "faults-duplicates", quiet_for=1)
+
+    assert [str(m.message_id) for m in before] == ["d0", "d1", "d2"]
+    assert [str(m.message_id) for m in after] == ["d3"]
+    assert after[0].sequence_number > max(m.sequence_number for m in before)
 
 
 # --- a client that vanishes ---------------------------------------------------------------

@@ -9,8 +9,9 @@ import os
 import pytest
 from azure.servicebus import ServiceBusReceiveMode
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
+from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
 
-from .sdk import Bus, Queues, body_of, new_tag, receive_tagged, result, tag_of, tagged
+from .sdk import TAG, Bus, Queues, body_of, new_tag, receive_tagged, result, tag_of, tagged
 
 pytestmark = pytest.mark.integration
 
@@ -148,3 +149,78 @@ async def test_sequence_numbers_increase_across_sends(bus: Bus, queues: Queues) 
     numbers = [m.sequence_number for m in received]
     assert numbers[0] < numbers[1] < numbers[2]
     assert [m.enqueued_time_utc for m in received] == sorted(m.enqueued_time_utc for m in received)
+
+
+async def test_time_to_live_and_expiry_come_back_on_the_message(bus: Bus, queues: Queues) -> None:
+    tag = new_tag()
+    await bus.send(queues.plain, tagged(tag, time_to_live=datetime.timedelta(minutes=10)))
+
+    async with bus.receiver(queues.plain) as receiver:
+        (received,) = await receive_tagged(receiver, tag, 1)
+        assert received.time_to_live == datetime.timedelta(minutes=10)
+        assert received.expires_at_utc == received.enqueued_time_utc + datetime.timedelta(
+            minutes=10
+        )
+        await result(receiver.complete_message(received))
+
+
+async def test_an_amqp_value_body_round_trips(bus: Bus, queues: Queues) -> None:
+    tag = new_tag()
+    message = AmqpAnnotatedMessage(
+        value_body={"sku": "MUG-1", "qty": 2, "tags": ["a", "b"]},
+        application_properties={TAG: tag},
+        properties={"message_id": f"value-{tag}"},
+    )
+    await bus.send(queues.plain, message)
+
+    async with bus.receiver(queues.plain) as receiver:
+        (received,) = await receive_tagged(receiver, tag, 1)
+        assert received.body_type == AmqpMessageBodyType.VALUE
+        # The SDK's decoder hands AMQP strings back as bytes.
+        assert received.body == {b"sku": b"MUG-1", b"qty": 2, b"tags": [b"a", b"b"]}
+        await result(receiver.complete_message(received))
+
+
+async def test_a_batch_of_almost_one_mib_round_trips(bus: Bus, queues: Queues) -> None:
+    tag = new_tag()
+    payloads = [os.urandom(60 * 1024) for _ in range(15)]  # ~900 KiB in one transfer
+    async with bus.sender(queues.plain) as sender:
+        batch = await result(sender.create_message_batch())
+        for payload in payloads:
+            batch.add_message(tagged(tag, body=payload))
+        await result(sender.send_messages(batch))
+
+    async with bus.receiver(
+        queues.plain, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
+    ) as receiver:
+        received = await receive_tagged(receiver, tag, len(payloads))
+    assert [body_of(m) for m in received] == payloads
+
+
+async def test_competing_receivers_never_get_the_same_message(
+    connection_string: str, queues: Queues
+) -> None:
+    tag = new_tag()
+    count = 120
+    async with (
+        AsyncServiceBusClient.from_connection_string(connection_string, retry_total=0) as client,
+        client.get_queue_sender(queues.plain) as sender,
+    ):
+        await sender.send_messages([tagged(tag, body=f"c{n}") for n in range(count)])
+
+    got: list[bytes] = []
+
+    async def consume() -> None:
+        async with (
+            AsyncServiceBusClient.from_connection_string(connection_string, retry_total=0) as c,
+            c.get_queue_receiver(queues.plain, max_wait_time=2) as receiver,
+        ):
+            while batch := await receiver.receive_messages(max_message_count=7, max_wait_time=2):
+                for message in batch:
+                    if tag_of(message) == tag:
+                        got.append(body_of(message))
+                    await receiver.complete_message(message)
+
+    await asyncio.gather(*(consume() for _ in range(4)))
+    assert len(got) == count
+    assert sorted(got) == sorted(f"c{n}".encode() for n in range(count))

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusSubQueue
+from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.exceptions import (
     OperationTimeoutError,
     SessionCannotBeLockedError,
@@ -220,3 +221,84 @@ async def test_dead_letters_of_a_session_queue_are_read_without_a_session(
         assert dead_letter.dead_letter_reason == "Poison"
         assert dead_letter.dead_letter_error_description == "step 2"
         await result(dead.complete_message(dead_letter))
+
+
+async def test_next_available_waits_for_a_session_that_shows_up(bus: Bus, queues: Queues) -> None:
+    tag = new_tag()
+    session = f"late-{tag}"
+
+    async def send_later() -> None:
+        await asyncio.sleep(1.5)
+        # Async, whatever the flavour under test, so it can send while the receiver waits.
+        async with (
+            AsyncServiceBusClient.from_connection_string(bus.connection_string) as client,
+            client.get_queue_sender(queues.sessions_idle) as sender,
+        ):
+            await sender.send_messages(tagged(tag, body="late", session_id=session))
+
+    sending = asyncio.create_task(send_later())
+    try:
+        if bus.kind == "sync":
+            # The sync receiver blocks the loop while it waits: open it in a thread.
+            def receive_sync() -> list[bytes]:
+                with (
+                    bus.client() as client,
+                    client.get_queue_receiver(
+                        queues.sessions_idle, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=10
+                    ) as receiver,
+                ):
+                    assert receiver.session.session_id == session
+                    messages = receiver.receive_messages(max_wait_time=5)
+                    for message in messages:
+                        receiver.complete_message(message)
+                    return [body_of(m) for m in messages]
+
+            bodies = await asyncio.to_thread(receive_sync)
+        else:
+            async with bus.receiver(
+                queues.sessions_idle, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=10
+            ) as receiver:
+                assert receiver.session.session_id == session
+                messages = await receiver.receive_messages(max_wait_time=5)
+                for message in messages:
+                    await receiver.complete_message(message)
+                bodies = [body_of(m) for m in messages]
+    finally:
+        await sending
+    assert bodies == [b"late"]
+
+
+async def test_a_session_receiver_peeks_and_defers_within_its_session(
+    bus: Bus, queues: Queues
+) -> None:
+    tag = new_tag()
+    mine, other = f"peek-{tag}", f"other-{tag}"
+    await send_to_sessions(bus, queues.sessions, tag, [mine, other], per=2)
+
+    async with bus.receiver(queues.sessions, session_id=mine) as receiver:
+        peeked = await result(receiver.peek_messages(max_message_count=10))
+        assert [body_of(m).decode() for m in peeked] == [f"{mine}:0", f"{mine}:1"]
+
+        first, second = await receive_tagged(receiver, tag, 2)
+        await result(receiver.defer_message(first))
+        await result(receiver.complete_message(second))
+        (deferred,) = await result(receiver.receive_deferred_messages([first.sequence_number]))
+        assert body_of(deferred).decode() == f"{mine}:0"
+        await result(receiver.complete_message(deferred))
+
+    async with bus.receiver(queues.sessions, session_id=other) as receiver:
+        await drain(receiver)
+
+
+async def test_a_scheduled_message_arrives_in_its_session(bus: Bus, queues: Queues) -> None:
+    tag = new_tag()
+    session = f"scheduled-{tag}"
+    due = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1.5)
+    async with bus.sender(queues.sessions) as sender:
+        await result(sender.schedule_messages(tagged(tag, body="s", session_id=session), due))
+
+    async with bus.receiver(queues.sessions, session_id=session) as receiver:
+        (message,) = await receive_tagged(receiver, tag, 1, timeout=6)
+        assert message.session_id == session
+        assert message.enqueued_time_utc >= due - datetime.timedelta(seconds=1)
+        await result(receiver.complete_message(message))

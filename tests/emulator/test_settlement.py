@@ -184,3 +184,71 @@ async def test_lock_expiry_redelivers_and_dead_letters_at_max_delivery_count(
         assert dead_letter.dead_letter_reason == "MaxDeliveryCountExceeded"
         assert dead_letter.sequence_number == first.sequence_number
         assert body_of(dead_letter) == b"slow"
+
+
+async def test_prefetched_messages_released_on_close_keep_their_delivery_count(
+    bus: Bus, queues: Queues
+) -> None:
+    tag = new_tag()
+    await bus.send(queues.plain, [tagged(tag, body=f"r{n}") for n in range(5)])
+
+    async with bus.receiver(queues.plain, prefetch_count=5) as receiver:
+        (first,) = await receive_tagged(receiver, tag, 1)
+        await result(receiver.complete_message(first))
+        # The other four sit in the prefetch buffer, locked; closing releases them.
+
+    async with bus.receiver(queues.plain) as receiver:
+        rest = await receive_tagged(receiver, tag, 4)
+        assert sorted(body_of(m) for m in rest) == [b"r1", b"r2", b"r3", b"r4"]
+        assert [m.delivery_count for m in rest] == [0, 0, 0, 0]
+        for message in rest:
+            await result(receiver.complete_message(message))
+
+
+async def test_auto_lock_renewer_keeps_a_message_past_its_lock_duration(
+    bus: Bus, queues: Queues
+) -> None:
+    if bus.kind == "sync":
+        from azure.servicebus import AutoLockRenewer
+    else:
+        from azure.servicebus.aio import AutoLockRenewer
+    tag = new_tag()
+    await bus.send(queues.short_lock, tagged(tag))
+
+    renewer = AutoLockRenewer(max_lock_renewal_duration=30)
+    try:
+        async with bus.receiver(queues.short_lock) as receiver:
+            (message,) = await receive_tagged(receiver, tag, 1)
+            first_lock = message.locked_until_utc
+            renewer.register(receiver, message)
+            await asyncio.sleep(SHORT_LOCK_SECONDS + 1.5)
+            assert message.locked_until_utc > first_lock
+            await result(receiver.complete_message(message))
+            assert await receive_tagged(receiver, tag, 1, timeout=1) == []
+    finally:
+        await result(renewer.close())
+
+
+async def test_a_deferred_message_can_be_dead_lettered(bus: Bus, queues: Queues) -> None:
+    tag = new_tag()
+    await bus.send(queues.plain, tagged(tag, body="deferred then dead"))
+
+    async with bus.receiver(queues.plain) as receiver:
+        (message,) = await receive_tagged(receiver, tag, 1)
+        await result(receiver.defer_message(message))
+        (deferred,) = await result(receiver.receive_deferred_messages([message.sequence_number]))
+        renewed = await result(receiver.renew_message_lock(deferred))
+        assert renewed >= deferred.locked_until_utc
+        await result(
+            receiver.dead_letter_message(deferred, reason="Gave up", error_description="deferred")
+        )
+
+    async with bus.receiver(
+        queues.plain,
+        sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+        receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+    ) as dead:
+        (dead_letter,) = await receive_tagged(dead, tag, 1)
+        assert dead_letter.dead_letter_reason == "Gave up"
+        assert dead_letter.dead_letter_error_description == "deferred"
+        assert dead_letter.sequence_number == message.sequence_number
