@@ -6,10 +6,13 @@ queue trigger, through the function bindings themselves."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -66,9 +69,11 @@ from .servicebus import (
 
 pytestmark = pytest.mark.integration
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 @pytest.fixture
-def make_container(
+def app_environ(
     azurite_connection_string: str,
     storage_settings: StorageConnectionSettings,
     table_service_client: TableServiceClient,
@@ -76,9 +81,9 @@ def make_container(
     servicebus_connection_string: str,
     smtp_server: SmtpInbox,
     session_queue: str,
-) -> Iterator[Callable[..., Container]]:
-    """Containers of the app wired to Azurite, the emulator (purchases on this test's own
-    queue) and the session's SMTP server; settings can be overridden per container."""
+) -> Iterator[dict[str, str]]:
+    """The app's settings for Azurite, the emulator (purchases on this test's own queue, a
+    replay queue of its own) and the session's SMTP server."""
     replay_queue = f"replays-{uuid.uuid4().hex[:12]}"
     ensure_storage(
         table_service_client,
@@ -86,23 +91,28 @@ def make_container(
         queue_service(storage_settings),
         queues=[replay_queue],
     )
+    yield {
+        "PURCHASE_QUEUE_NAME": session_queue,
+        "IMPORT_QUEUE_NAME": "product-import-tasks",
+        "REPLAY_QUEUE_NAME": replay_queue,
+        "ServiceBusConnection": servicebus_connection_string,
+        "AzureWebJobsStorage": azurite_connection_string,
+        "SMTP_HOST": smtp_server.host,
+        "SMTP_PORT": str(smtp_server.port),
+        "TASK_MAX_ATTEMPTS": "2",
+        "TASK_RETRY_MIN_BACKOFF_SECONDS": "0",
+        "TASK_RETRY_MAX_BACKOFF_SECONDS": "0",
+    }
+    queue_service(storage_settings).delete_queue(replay_queue)
+
+
+@pytest.fixture
+def make_container(app_environ: dict[str, str]) -> Iterator[Callable[..., Container]]:
+    """Containers of the app on ``app_environ``; settings can be overridden per container."""
     made: list[Container] = []
 
     def make(**overrides: str) -> Container:
-        environ = {
-            "PURCHASE_QUEUE_NAME": session_queue,
-            "IMPORT_QUEUE_NAME": "product-import-tasks",
-            "REPLAY_QUEUE_NAME": replay_queue,
-            "ServiceBusConnection": servicebus_connection_string,
-            "AzureWebJobsStorage": azurite_connection_string,
-            "SMTP_HOST": smtp_server.host,
-            "SMTP_PORT": str(smtp_server.port),
-            "TASK_MAX_ATTEMPTS": "2",
-            "TASK_RETRY_MIN_BACKOFF_SECONDS": "0",
-            "TASK_RETRY_MAX_BACKOFF_SECONDS": "0",
-            **overrides,
-        }
-        container = Container(Settings.from_env(environ))
+        container = Container(Settings.from_env({**app_environ, **overrides}))
         made.append(container)
         return container
 
@@ -111,7 +121,6 @@ def make_container(
     for container in made:
         if "_service_bus" in container.__dict__:
             container._service_bus.close()
-    queue_service(storage_settings).delete_queue(replay_queue)
 
 
 def archive_all(container: Container, queue: str, *, expected: int) -> None:
@@ -213,23 +222,59 @@ class CrashesAfterTheRowWrite:
         raise RuntimeError("the worker died between the row write and the completion")
 
 
+# The archive run of a worker process that is killed (no cleanup, as kill -9: its connection
+# to Service Bus just drops) right after the table write.
+KILLED_ARCHIVE_RUN = """
+import json, os, sys
+from shared.bootstrap import Container
+from shared.config import Settings
+from shared.service_layer.dead_letters import archive_dead_letters
+
+class DiesAfterTheRowWrite:
+    def __init__(self, archive):
+        self._archive = archive
+    def __getattr__(self, name):
+        return getattr(self._archive, name)
+    def save(self, rows):
+        self._archive.save(rows)
+        os._exit(9)
+
+container = Container(Settings.from_env(json.loads(sys.argv[1])))
+archive_dead_letters(
+    container.dead_letter_source, DiesAfterTheRowWrite(container.archive), queues=[sys.argv[2]]
+)
+"""
+
+
+@pytest.mark.parametrize("crash", ["exception", "killed process"])
 def test_a_crash_between_the_row_write_and_the_completion_leaves_one_row(
     make_container: Callable[..., Container],
+    app_environ: dict[str, str],
     servicebus_client: ServiceBusClient,
     servicebus_emulator: ServiceBusEmulator,
     session_queue: str,
+    crash: str,
 ) -> None:
     container = make_container()
     sid = unique("crash")
     send_tasks(servicebus_client, session_queue, sid, tasks(unique("job"), 3))
     dead_letter_session(servicebus_client, session_queue, sid, failing_from(1, "Boom"))
 
-    with pytest.raises(RuntimeError, match="worker died"):
-        archive_dead_letters(
-            container.dead_letter_source,
-            CrashesAfterTheRowWrite(container.archive),
-            queues=[session_queue],
+    if crash == "exception":
+        with pytest.raises(RuntimeError, match="worker died"):
+            archive_dead_letters(
+                container.dead_letter_source,
+                CrashesAfterTheRowWrite(container.archive),
+                queues=[session_queue],
+            )
+    else:
+        worker = subprocess.run(
+            [sys.executable, "-c", KILLED_ARCHIVE_RUN, json.dumps(app_environ), session_queue],
+            cwd=REPO,
+            capture_output=True,
+            timeout=120,
         )
+        assert worker.returncode == 9, worker.stderr.decode()
 
     # The rows are there, and so are the dead letters: nothing was lost.
     assert len(container.archive.list_session(sid)) == 3
