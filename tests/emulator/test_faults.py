@@ -32,6 +32,8 @@ from azure.servicebus.exceptions import SessionCannotBeLockedError
 
 from localdev.servicebus_emulator.testing import run_emulator
 
+from . import raw_amqp
+
 pytestmark = pytest.mark.integration
 
 LOCK_SECONDS = 3
@@ -430,3 +432,55 @@ def test_garbage_on_the_port_does_not_disturb_other_connections(emulator: Any) -
             (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
             assert b"".join(message.body) == b"after"
             receiver.complete_message(message)
+
+
+# --- protocol: heartbeats and malformed frames on an open connection -----------------------
+
+
+def test_heartbeats_keep_a_connection_with_an_idle_timeout_alive(emulator: Any) -> None:
+    """A client that asks for a 1 s idle timeout gets a frame at least every second."""
+    sock = raw_amqp.open_connection(emulator.host, emulator.port, idle_timeout_ms=1000)
+    with sock:
+        arrivals: list[float] = []
+        started = time.monotonic()
+        while time.monotonic() - started < 3:
+            incoming = raw_amqp.read_frame(sock)
+            assert incoming is not None, "the server closed an idle connection it must keep"
+            arrivals.append(time.monotonic())
+    gaps = [b - a for a, b in zip([started, *arrivals], arrivals, strict=False)]
+    assert len(arrivals) >= 3
+    assert max(gaps) < 1.0
+
+
+MALFORMED_AFTER_OPEN = {
+    "an unknown performative": raw_amqp.frame(raw_amqp.performative(0x99)),
+    "a truncated begin": raw_amqp.frame(b"\x00\x53\x11\xc0\x05\x04\x40"),
+    "a transfer on a handle never attached": raw_amqp.frame(
+        raw_amqp.performative(
+            raw_amqp.BEGIN, raw_amqp.NULL, *[raw_amqp.uint(n) for n in (0, 9, 9)]
+        ),
+        channel=1,
+    )
+    + raw_amqp.frame(
+        raw_amqp.performative(raw_amqp.TRANSFER, raw_amqp.uint(7), raw_amqp.uint(0)), channel=1
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED_AFTER_OPEN))
+def test_a_malformed_frame_closes_the_connection_with_an_amqp_error(
+    emulator: Any, name: str
+) -> None:
+    sock = raw_amqp.open_connection(emulator.host, emulator.port)
+    with sock:
+        sock.sendall(MALFORMED_AFTER_OPEN[name])
+        replies = []
+        while (incoming := raw_amqp.read_frame(sock)) is not None:
+            replies.append(incoming[2])
+    # Whatever came first (a begin for the good frame), the last word is a close carrying an
+    # error (descriptor 0x1d), then the socket is closed (read_frame returned None).
+    assert replies and raw_amqp.code_of(replies[-1]) == raw_amqp.CLOSE
+    assert b"\x00\x53\x1d" in replies[-1], replies[-1].hex()
+    # The server goes on serving.
+    with client(emulator.connection_string) as sb, sb.get_queue_sender("faults") as sender:
+        sender.send_messages(ServiceBusMessage("still here"))
