@@ -8,7 +8,9 @@ import contextlib
 import logging
 import signal
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 from .config import ConfigError, QueueConfig, load
 from .server import CONNECTION_STRING, Emulator
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(_serve(queues, args))
+        _run(_serve(queues, args))
     except OSError as error:
         print(f"error: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr)
         return 1
@@ -74,6 +76,16 @@ async def _serve(queues: list[QueueConfig], args: argparse.Namespace) -> None:
     await stop.wait()
     log.info("stopping")
     await emulator.close()
+
+
+def _run(main: Coroutine[Any, Any, None]) -> None:
+    """On uvloop when it is installed (a faster event loop, same semantics), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    uvloop.run(main)
 
 
 if __name__ == "__main__":

@@ -75,7 +75,72 @@ def performative(code: int, fields: list[Any]) -> bytes:
 
 
 def frame(channel: int, body: bytes, kind: int = 0) -> bytes:
-    return struct.pack(">IBBH", 8 + len(body), 2, kind, channel) + body
+    return _FRAME_HEADER.pack(8 + len(body), 2, kind, channel) + body
+
+
+_FRAME_HEADER = struct.Struct(">IBBH")
+_TRANSFER_FIELDS = struct.Struct(">BIBIB")
+_ECHOES: dict[Any, bytes] = {}
+
+
+def transfer_performative(
+    handle: int, delivery_id: int, tag: bytes, settled: bool, more: bool
+) -> bytes:
+    """transfer(handle, delivery-id, delivery-tag, message-format 0, settled, more), hand-packed:
+    it is written once per delivered message."""
+    fields = (
+        _TRANSFER_FIELDS.pack(0x70, handle, 0x70, delivery_id, 0xA0)
+        + bytes((len(tag),))
+        + tag
+        + b"\x43"
+        + (b"\x41" if settled else b"\x42")
+        + (b"\x41" if more else b"\x42")
+    )
+    return b"\x00\x53\x14\xc0" + bytes((len(fields) + 1, 6)) + fields
+
+
+def settled_disposition(delivery_id: int, outcome: Described) -> bytes:
+    """disposition(role sender, first = last = delivery_id, settled, outcome), hand-packed."""
+    state = _ECHOES.get(outcome.descriptor) if outcome.value == [] else None
+    if state is None:
+        state = encode(outcome)
+        if outcome.value == []:
+            _ECHOES[outcome.descriptor] = state
+    ids = _U32.pack(delivery_id)
+    fields = b"\x42\x70" + ids + b"\x70" + ids + b"\x41" + state
+    return b"\x00\x53\x15\xc0" + bytes((len(fields) + 1, 5)) + fields
+
+
+_U32 = struct.Struct(">I")
+_SMALL_UINT = {0x43: 0, 0x40: None}
+
+
+def _disposition_fields(body: memoryview) -> list[Any] | None:
+    """role, first, last, settled, state of a list8 disposition, or None to decode it fully."""
+    if len(body) < 7 or body[3] != 0xC0 or body[4] + 5 != len(body):
+        return None
+    fields: list[Any] = []
+    pos = 6
+    for index in range(min(body[5], 4)):
+        code = body[pos]
+        if index in (0, 3) and code in (0x41, 0x42, 0x40):
+            fields.append(None if code == 0x40 else code == 0x41)
+            pos += 1
+        elif index in (1, 2) and code == 0x52:
+            fields.append(body[pos + 1])
+            pos += 2
+        elif index in (1, 2) and code == 0x70:
+            fields.append(_U32.unpack_from(body, pos + 1)[0])
+            pos += 5
+        elif index in (1, 2) and code in _SMALL_UINT:
+            fields.append(_SMALL_UINT[code])
+            pos += 1
+        else:
+            return None
+    state = None
+    if body[5] >= 5:
+        state, pos = decode(body, pos)
+    return [*fields, state] + [None] * 9
 
 
 def field_list(value: Any, size: int) -> list[Any]:
@@ -424,13 +489,10 @@ class AmqpSession:
     ) -> None:
         limit = self.connection.remote_max_frame - 128  # room for the frame and transfer headers
         chunks = [payload[i : i + limit] for i in range(0, len(payload), limit)] or [b""]
+        last = len(chunks) - 1
         for index, chunk in enumerate(chunks):
-            more = index < len(chunks) - 1
-            self.send(
-                TRANSFER,
-                [UInt(link.handle), UInt(delivery_id), tag, UInt(0), settled, more],
-                chunk,
-            )
+            head = transfer_performative(link.handle, delivery_id, tag, settled, index < last)
+            self.connection.write(frame(self.channel, head + chunk))
             self.next_outgoing_id += 1
 
     def reply(
@@ -571,7 +633,7 @@ class AmqpSession:
             link, token = found
             echo = self._settle(link, token, state)
             if not settled and echo is not None:
-                self.send(DISPOSITION, [False, UInt(delivery_id), UInt(delivery_id), True, echo])
+                self.connection.write(frame(self.channel, settled_disposition(delivery_id, echo)))
 
     def _settle(self, link: OutboundLink, token: uuid.UUID, state: Any) -> Described | None:
         code = state.descriptor if isinstance(state, Described) else None
@@ -625,6 +687,8 @@ class Connection:
         self.peer = writer.get_extra_info("peername")
         self.ended: set[int] = set()  # channels the client ended; late frames are ignored
         self._out = bytearray()
+        self._in = bytearray()
+        self._in_pos = 0
         sock = writer.get_extra_info("socket")
         if sock is not None:  # small frames must not wait for Nagle + delayed ACK (40 ms)
             with contextlib.suppress(OSError):
@@ -670,7 +734,7 @@ class Connection:
             self._cleanup()
 
     async def _handshake(self) -> None:
-        header = await asyncio.wait_for(self.reader.readexactly(8), timeout=30)
+        header = await asyncio.wait_for(self._read_exactly(8), timeout=30)
         if header == SASL_HEADER:
             self.write(SASL_HEADER)
             mechanisms = Array(0xB3, ("ANONYMOUS", "MSSBCBS", "PLAIN"))
@@ -679,27 +743,45 @@ class Connection:
             if init is None or init[1] != SASL_INIT:
                 raise ProtocolError("amqp:not-allowed", "expected sasl-init")
             self.write(frame(0, performative(SASL_OUTCOME, [UByte(0)]), kind=1))
-            header = await asyncio.wait_for(self.reader.readexactly(8), timeout=30)
+            header = await asyncio.wait_for(self._read_exactly(8), timeout=30)
         if header != AMQP_HEADER:
             self.write(AMQP_HEADER)
             raise ConnectionError("unsupported protocol header")
         self.write(AMQP_HEADER)
 
+    async def _read_exactly(self, size: int) -> bytes:
+        """Buffered: one socket read serves every frame that arrived together."""
+        while len(self._in) - self._in_pos < size:
+            if self._in_pos:
+                del self._in[: self._in_pos]
+                self._in_pos = 0
+            data = await self.reader.read(256 * 1024)
+            if not data:
+                raise asyncio.IncompleteReadError(bytes(self._in), size)
+            self._in += data
+        start = self._in_pos
+        self._in_pos += size
+        return bytes(self._in[start : self._in_pos])
+
     async def _read_frame(
         self, limit: int, *, sasl: bool = False
     ) -> tuple[int, int, list[Any], memoryview] | None:
-        head = await self.reader.readexactly(8)
-        size, doff, kind, channel = struct.unpack(">IBBH", head)
+        head = await self._read_exactly(8)
+        size, doff, kind, channel = _FRAME_HEADER.unpack(head)
         if size < 8 or size > limit or doff < 2 or doff * 4 > size:
             raise ProtocolError(
                 "amqp:connection:framing-error",
                 f"invalid frame header (size {size}, doff {doff}); max frame size is {limit}",
             )
-        body = memoryview(await self.reader.readexactly(size - 8))[doff * 4 - 8 :]
+        body = memoryview(await self._read_exactly(size - 8))[doff * 4 - 8 :]
         if kind != (1 if sasl else 0):
             raise ProtocolError("amqp:connection:framing-error", f"unexpected frame type {kind}")
         if not body:
             return None
+        if body[:3] == b"\x00\x53\x15":  # disposition: one per settled message, so fast-pathed
+            fields = _disposition_fields(body)
+            if fields is not None:
+                return channel, DISPOSITION, fields, body[:0]
         value, end = decode(body, 0)
         if not isinstance(value, Described) or not isinstance(value.descriptor, int):
             raise ProtocolError("amqp:decode-error", "a frame body must be a described list")

@@ -138,6 +138,8 @@ class Broker:
         # (due, tiebreak, kind, entity, sequence number, session id): a heap
         self._timers: list[tuple[int, int, str, Entity, int, str]] = []
         self._tiebreak = 0
+        self.wake: Callable[[], None] | None = None  # the timer loop sleeps until woken or due
+        self.sleeping_until: int | None = None
         for config in queues:
             queue = Entity(config.name, config, requires_session=config.requires_session)
             queue.dead_letter = Entity(
@@ -521,6 +523,8 @@ class Broker:
     ) -> None:
         self._tiebreak += 1
         heapq.heappush(self._timers, (due, self._tiebreak, kind, entity, sequence, session_id))
+        if self.wake is not None and (self.sleeping_until is None or due < self.sleeping_until):
+            self.wake()
 
     def _available(self, message: Message) -> bool:
         return message.state == ACTIVE and message.lock_token is None

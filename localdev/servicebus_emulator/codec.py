@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +95,14 @@ def encode(value: Any) -> bytes:
 
 
 def write(out: bytearray, value: Any) -> None:
+    writer = _WRITERS.get(type(value))
+    if writer is not None:
+        writer(out, value)
+    else:
+        _write_any(out, value)
+
+
+def _write_any(out: bytearray, value: Any) -> None:
     if value is None:
         out.append(0x40)
     elif value is True:
@@ -128,6 +136,24 @@ def write(out: bytearray, value: Any) -> None:
         _write_array(out, value)
     else:
         raise TypeError(f"cannot encode {type(value).__name__} as AMQP")
+
+
+def _write_str(out: bytearray, value: str) -> None:
+    _write_variable(out, value.encode("utf-8"), 0xA1, 0xB1)
+
+
+def _write_symbol(out: bytearray, value: str) -> None:
+    _write_variable(out, value.encode("ascii"), 0xA3, 0xB3)
+
+
+def _write_bytes(out: bytearray, value: bytes) -> None:
+    _write_variable(out, value, 0xA0, 0xB0)
+
+
+def _write_described(out: bytearray, value: Described) -> None:
+    out.append(0x00)
+    write(out, value.descriptor)
+    write(out, value.value)
 
 
 def _write_variable(out: bytearray, raw: bytes, small: int, large: int) -> None:
@@ -218,6 +244,25 @@ def write_map_body(out: bytearray, body: bytes | bytearray, count: int) -> None:
     out += body
 
 
+_WRITERS: dict[type, Callable[[bytearray, Any], None]] = {
+    type(None): lambda out, value: out.append(0x40),
+    bool: lambda out, value: out.append(0x41 if value else 0x42),
+    str: _write_str,
+    Symbol: _write_symbol,
+    bytes: _write_bytes,
+    int: lambda out, value: _write_int(out, value),
+    UInt: lambda out, value: _write_int(out, value),
+    ULong: lambda out, value: _write_int(out, value),
+    UByte: lambda out, value: _write_int(out, value),
+    UShort: lambda out, value: _write_int(out, value),
+    Int: lambda out, value: _write_int(out, value),
+    Long: lambda out, value: _write_int(out, value),
+    Timestamp: lambda out, value: _write_int(out, value),
+    Described: _write_described,
+    list: lambda out, value: _write_list(out, value),
+    dict: lambda out, value: _write_map(out, value),
+}
+
 _ARRAY_WRITERS = {
     0x98: lambda out, v: out.__iadd__(v.bytes),
     0x81: lambda out, v: out.__iadd__(_q.pack(v)),
@@ -307,104 +352,147 @@ def decode_all(buf: bytes | memoryview) -> Any:
 def _decode(buf: bytes | memoryview, pos: int, depth: int) -> tuple[Any, int]:
     if depth > MAX_NESTING:
         raise DecodeError("AMQP value nested too deeply")
-    _need(buf, pos, 1)
+    if pos >= len(buf):
+        raise DecodeError(f"truncated AMQP value at offset {pos}")
     code = buf[pos]
-    pos += 1
     if code == 0x00:
-        descriptor, pos = _decode(buf, pos, depth + 1)
+        descriptor, pos = _decode(buf, pos + 1, depth + 1)
         value, pos = _decode(buf, pos, depth + 1)
         return Described(descriptor, value), pos
-    return _decode_value(buf, pos, code, depth)
+    reader = _READERS.get(code)
+    if reader is None:
+        raise DecodeError(f"unknown AMQP format code 0x{code:02x} at offset {pos}")
+    return reader(buf, pos + 1, depth)
 
 
-def _decode_value(buf: bytes | memoryview, pos: int, code: int, depth: int) -> tuple[Any, int]:
-    width = _FIXED.get(code)
-    if width is not None:
-        _need(buf, pos, width)
-        end = pos + width
-        if code == 0x40:
-            return None, end
-        if code == 0x41:
-            return True, end
-        if code == 0x42:
-            return False, end
-        if code in (0x43, 0x44):
-            return 0, end
-        if code == 0x45:
-            return [], end
-        if code == 0x56:
-            return buf[pos] != 0, end
-        if code in (0x50, 0x52, 0x53):
-            return buf[pos], end
-        if code in (0x51, 0x54, 0x55):
-            return _b.unpack_from(buf, pos)[0], end
-        if code == 0x60:
-            return _H.unpack_from(buf, pos)[0], end
-        if code == 0x61:
-            return _h.unpack_from(buf, pos)[0], end
-        if code == 0x70:
-            return _I.unpack_from(buf, pos)[0], end
-        if code == 0x71:
-            return _i.unpack_from(buf, pos)[0], end
-        if code == 0x72:
-            return _f.unpack_from(buf, pos)[0], end
-        if code == 0x73:
-            return chr(_I.unpack_from(buf, pos)[0] & 0x10FFFF), end
-        if code == 0x80:
-            return _Q.unpack_from(buf, pos)[0], end
-        if code == 0x81:
-            return _q.unpack_from(buf, pos)[0], end
-        if code == 0x82:
-            return _d.unpack_from(buf, pos)[0], end
-        if code == 0x83:
-            return Timestamp(_q.unpack_from(buf, pos)[0]), end
-        if code == 0x98:
-            return uuid.UUID(bytes=bytes(buf[pos:end])), end
-        return bytes(buf[pos:end]), end  # decimals: kept raw, never interpreted
-    if code in (0xA0, 0xA1, 0xA3):
-        _need(buf, pos, 1)
-        size = buf[pos]
-        pos += 1
-    elif code in (0xB0, 0xB1, 0xB3):
-        _need(buf, pos, 4)
-        (size,) = _I.unpack_from(buf, pos)
-        pos += 4
-    elif code in (0xC0, 0xC1, 0xE0):
-        _need(buf, pos, 2)
-        size, count = buf[pos], buf[pos + 1]
-        return _decode_compound(buf, pos + 2, pos + 1 + size, count, code | 0x10, depth)
-    elif code in (0xD0, 0xD1, 0xF0):
-        _need(buf, pos, 8)
-        size, count = _I.unpack_from(buf, pos)[0], _I.unpack_from(buf, pos + 4)[0]
-        if size < 4:
-            raise DecodeError("compound size smaller than its count")
-        return _decode_compound(buf, pos + 8, pos + 4 + size, count, code | 0x10, depth)
-    else:
-        raise DecodeError(f"unknown AMQP format code 0x{code:02x} at offset {pos - 1}")
-    _need(buf, pos, size)
-    raw = bytes(buf[pos : pos + size])
-    end = pos + size
-    if code == 0xA0 or code == 0xB0:
-        return raw, end
-    try:
-        text = raw.decode("utf-8" if code in (0xA1, 0xB1) else "ascii")
-    except UnicodeDecodeError as error:
-        raise DecodeError(f"invalid string encoding: {error}") from None
-    return (Symbol(text) if code in (0xA3, 0xB3) else text), end
+_Reader = Callable[[bytes | memoryview, int, int], tuple[Any, int]]
+
+
+def _constant(value: Any) -> _Reader:
+    def read(buf: bytes | memoryview, pos: int, depth: int) -> tuple[Any, int]:
+        return value, pos
+
+    return read
+
+
+def _packed(layout: struct.Struct, wrap: Callable[[Any], Any] | None = None) -> _Reader:
+    size, unpack = layout.size, layout.unpack_from
+
+    def read(buf: bytes | memoryview, pos: int, depth: int) -> tuple[Any, int]:
+        if pos + size > len(buf):
+            raise DecodeError(f"truncated AMQP value at offset {pos}")
+        value = unpack(buf, pos)[0]
+        return (wrap(value) if wrap else value), pos + size
+
+    return read
+
+
+def _raw(size: int, wrap: Callable[[bytes], Any]) -> _Reader:
+    def read(buf: bytes | memoryview, pos: int, depth: int) -> tuple[Any, int]:
+        if pos + size > len(buf):
+            raise DecodeError(f"truncated AMQP value at offset {pos}")
+        return wrap(bytes(buf[pos : pos + size])), pos + size
+
+    return read
+
+
+def _variable(width: int, kind: str) -> _Reader:
+    def read(buf: bytes | memoryview, pos: int, depth: int) -> tuple[Any, int]:
+        if pos + width > len(buf):
+            raise DecodeError(f"truncated AMQP value at offset {pos}")
+        size = buf[pos] if width == 1 else _I.unpack_from(buf, pos)[0]
+        pos += width
+        end = pos + size
+        if end > len(buf):
+            raise DecodeError(f"truncated AMQP value at offset {pos}")
+        raw = bytes(buf[pos:end])
+        if kind == "binary":
+            return raw, end
+        try:
+            if kind == "string":
+                return raw.decode("utf-8"), end
+            return Symbol(raw.decode("ascii")), end
+        except UnicodeDecodeError as error:
+            raise DecodeError(f"invalid string encoding: {error}") from None
+
+    return read
+
+
+def _compound(width: int, kind: int) -> _Reader:
+    def read(buf: bytes | memoryview, pos: int, depth: int) -> tuple[Any, int]:
+        if pos + 2 * width > len(buf):
+            raise DecodeError(f"truncated AMQP value at offset {pos}")
+        if width == 1:
+            size, count = buf[pos], buf[pos + 1]
+        else:
+            size, count = _I.unpack_from(buf, pos)[0], _I.unpack_from(buf, pos + 4)[0]
+            if size < 4:
+                raise DecodeError("compound size smaller than its count")
+        return _decode_compound(buf, pos + 2 * width, pos + width + size, count, kind, depth)
+
+    return read
+
+
+def _char(value: int) -> str:
+    return chr(value & 0x10FFFF) if value < 0x110000 else "\ufffd"
+
+
+_READERS: dict[int, _Reader] = {
+    0x40: _constant(None),
+    0x41: _constant(True),
+    0x42: _constant(False),
+    0x43: _constant(0),
+    0x44: _constant(0),
+    0x56: _packed(_B, bool),
+    0x50: _packed(_B),
+    0x52: _packed(_B),
+    0x53: _packed(_B),
+    0x51: _packed(_b),
+    0x54: _packed(_b),
+    0x55: _packed(_b),
+    0x60: _packed(_H),
+    0x61: _packed(_h),
+    0x70: _packed(_I),
+    0x71: _packed(_i),
+    0x72: _packed(_f),
+    0x73: _packed(_I, _char),
+    0x80: _packed(_Q),
+    0x81: _packed(_q),
+    0x82: _packed(_d),
+    0x83: _packed(_q, Timestamp),
+    0x98: _raw(16, lambda raw: uuid.UUID(bytes=raw)),
+    0x74: _raw(4, bytes),  # decimals: kept raw, never interpreted
+    0x84: _raw(8, bytes),
+    0x94: _raw(16, bytes),
+    0xA0: _variable(1, "binary"),
+    0xB0: _variable(4, "binary"),
+    0xA1: _variable(1, "string"),
+    0xB1: _variable(4, "string"),
+    0xA3: _variable(1, "symbol"),
+    0xB3: _variable(4, "symbol"),
+    0xC0: _compound(1, 0xD0),
+    0xD0: _compound(4, 0xD0),
+    0xC1: _compound(1, 0xD1),
+    0xD1: _compound(4, 0xD1),
+    0xE0: _compound(1, 0xF0),
+    0xF0: _compound(4, 0xF0),
+}
+_READERS[0x45] = lambda buf, pos, depth: ([], pos)  # list0: a fresh list each time
 
 
 def _decode_compound(
     buf: bytes | memoryview, pos: int, end: int, count: int, kind: int, depth: int
 ) -> tuple[Any, int]:
-    _need(buf, pos, end - pos)
+    if end > len(buf):
+        raise DecodeError(f"truncated AMQP value at offset {pos}")
     if count > MAX_COUNT or count > (end - pos) + 1:
         raise DecodeError(f"compound count {count} does not fit its {end - pos} bytes")
-    if kind == 0xD0:  # list (0xc0 / 0xd0)
+    if kind == 0xD0:  # list
         items = []
         for _ in range(count):
             item, pos = _decode(buf, pos, depth + 1)
             items.append(item)
-    elif kind == 0xD1:  # map (0xc1 / 0xd1)
+    elif kind == 0xD1:  # map
         if count % 2:
             raise DecodeError("map with an odd number of elements")
         mapping: dict[Any, Any] = {}
@@ -418,18 +506,23 @@ def _decode_compound(
         pos_check(pos, end)
         return mapping, end
     else:  # array: one constructor, then the bare values
-        _need(buf, pos, 1)
+        if pos >= end:
+            raise DecodeError("an array without its element constructor")
         constructor = buf[pos]
         pos += 1
         descriptor = None
         if constructor == 0x00:
             descriptor, pos = _decode(buf, pos, depth + 1)
-            _need(buf, pos, 1)
+            if pos >= len(buf):
+                raise DecodeError("an array without its element constructor")
             constructor = buf[pos]
             pos += 1
+        reader = _READERS.get(constructor)
+        if reader is None:
+            raise DecodeError(f"unknown AMQP format code 0x{constructor:02x} in an array")
         items = []
         for _ in range(count):
-            item, pos = _decode_value(buf, pos, constructor, depth + 1)
+            item, pos = reader(buf, pos, depth + 1)
             items.append(item if descriptor is None else Described(descriptor, item))
     pos_check(pos, end)
     return items, end

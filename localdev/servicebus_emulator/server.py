@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ CONNECTION_STRING = (
     "Endpoint=sb://{host}:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
     "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
 )
-TICK_SECONDS = 0.05
+IDLE_WAKE_MS = 1000
 
 
 class Emulator:
@@ -62,10 +63,18 @@ class Emulator:
             self.connections.discard(task)
 
     async def _tick(self) -> None:
+        """Sleep until the next timer is due (lock expiry, scheduled message, TTL), or until the
+        broker sets an earlier one; an idle emulator wakes once a second."""
+        woken = asyncio.Event()
+        self.broker.wake = woken.set
         while True:
             due = self.broker.next_due()
-            wait = TICK_SECONDS if due is None else min(TICK_SECONDS, max(0, due - now_ms()) / 1000)
-            await asyncio.sleep(max(wait, 0.001))
+            until = now_ms() + IDLE_WAKE_MS if due is None else min(due, now_ms() + IDLE_WAKE_MS)
+            self.broker.sleeping_until = until
+            woken.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), max(0.001, (until - now_ms()) / 1000))
+            self.broker.sleeping_until = None
             try:
                 self.broker.tick()
             except Exception:
