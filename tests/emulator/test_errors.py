@@ -6,7 +6,11 @@ Lock-lost errors are in test_settlement.py and test_sessions.py, next to the loc
 from __future__ import annotations
 
 import pytest
-from azure.servicebus.exceptions import MessageSizeExceededError, MessagingEntityNotFoundError
+from azure.servicebus.exceptions import (
+    MessageSizeExceededError,
+    MessagingEntityNotFoundError,
+    ServiceBusError,
+)
 
 from .sdk import Bus, Queues, body_of, new_tag, receive_tagged, result, tagged
 
@@ -41,3 +45,21 @@ async def test_a_message_over_one_mib_is_refused_and_the_sender_goes_on(
         assert body_of(small) == b"small"
         await result(receiver.complete_message(small))
         assert await receive_tagged(receiver, tag, 1, timeout=1) == []
+
+
+async def test_a_message_without_a_session_id_is_refused_by_a_session_queue(
+    bus: Bus, queues: Queues
+) -> None:
+    tag = new_tag()
+    async with bus.sender(queues.sessions) as sender:
+        with pytest.raises(ServiceBusError, match="SessionId"):
+            await result(sender.send_messages(tagged(tag)))
+
+
+async def test_the_wrong_kind_of_receiver_is_refused(bus: Bus, queues: Queues) -> None:
+    with pytest.raises(ServiceBusError):
+        async with bus.receiver(queues.sessions, max_wait_time=1) as receiver:
+            await result(receiver.receive_messages(max_wait_time=1))
+    with pytest.raises(ServiceBusError):
+        async with bus.receiver(queues.plain, session_id="s", max_wait_time=1) as receiver:
+            await result(receiver.receive_messages(max_wait_time=1))
