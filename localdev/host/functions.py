@@ -78,8 +78,12 @@ _INDEXED: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary(
 
 
 def _functions_of(app: Any) -> list[Any]:
-    # FunctionApp.get_functions() indexes once: a second call fails on "duplicate" names.
+    # FunctionApp.get_functions() records the names it indexed and fails on "duplicate" names
+    # when called again. The worker indexes once per process; here a test or a tool may have
+    # indexed the app before the host starts, so the host indexes from a clean record, once.
     if app not in _INDEXED:
+        if getattr(app, "functions_bindings", None):
+            app.functions_bindings = None
         _INDEXED[app] = list(app.get_functions())
     return _INDEXED[app]
 
