@@ -64,9 +64,11 @@ def test_role_definitions_are_the_documented_built_ins() -> None:
 
 
 def _code_constants(suffix: str) -> set[str]:
-    """The values of ``*_TABLE`` / ``*_CONTAINER`` constants in shared/adapters/azure_clients.py."""
-    source = (INFRA.parent / "shared" / "adapters" / "azure_clients.py").read_text()
-    return set(re.findall(rf'^\w+{suffix} = "([^"]+)"', source, re.MULTILINE))
+    """The values of module-level ``*_TABLE`` / ``*_CONTAINER`` constants anywhere in shared/."""
+    found: set[str] = set()
+    for path in (INFRA.parent / "shared").rglob("*.py"):
+        found |= set(re.findall(rf'^\w+{suffix} = "([^"]+)"', path.read_text(), re.MULTILINE))
+    return found
 
 
 def _main_list(param: str) -> set[str]:
