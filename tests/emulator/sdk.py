@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from azure.servicebus import (
-    NEXT_AVAILABLE_SESSION,
     ServiceBusClient,
     ServiceBusMessage,
     ServiceBusReceivedMessage,
@@ -56,7 +55,7 @@ class Queues:
     plain: str = "conformance-plain"
     sessions: str = "conformance-sessions"
     sessions_short_lock: str = "conformance-sessions-short-lock"  # LockDuration PT5S
-    sessions_idle: str = "conformance-sessions-idle"  # no test ever sends to it
+    sessions_idle: str = "conformance-sessions-idle"  # empty between tests
     duplicates: str = "conformance-duplicates"  # RequiresDuplicateDetection
     short_lock: str = "conformance-short-lock"  # LockDuration PT5S, MaxDeliveryCount 3
     expiring: str = "conformance-expiring"  # DefaultMessageTimeToLive PT3S, dead-letter on expiry
@@ -124,7 +123,7 @@ def body_of(message: ServiceBusReceivedMessage) -> bytes:
 
 
 async def receive_tagged(
-    receiver: Any, tag: str, count: int, *, timeout: float = 10.0, settle_others: bool = True
+    receiver: Any, tag: str, count: int, *, timeout: float = 10.0
 ) -> list[ServiceBusReceivedMessage]:
     """Receive until ``count`` messages of this test arrived or ``timeout`` passed.
 
@@ -141,7 +140,7 @@ async def receive_tagged(
         for message in batch:
             if tag_of(message) == tag:
                 mine.append(message)
-            elif settle_others:
+            else:
                 # In receive-and-delete mode the SDK refuses to settle: already gone.
                 with contextlib.suppress(ValueError):
                     await result(receiver.complete_message(message))
@@ -166,19 +165,3 @@ async def peek_tagged(receiver: Any, tag: str, *, max_count: int = 250) -> list[
 
 def ids(messages: Iterable[ServiceBusReceivedMessage]) -> list[str]:
     return [str(m.message_id) for m in messages]
-
-
-__all__ = [
-    "NEXT_AVAILABLE_SESSION",
-    "Bus",
-    "Queues",
-    "body_of",
-    "ids",
-    "new_tag",
-    "opened",
-    "peek_tagged",
-    "receive_tagged",
-    "result",
-    "tag_of",
-    "tagged",
-]
