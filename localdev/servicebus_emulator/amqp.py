@@ -19,7 +19,7 @@ import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from . import management
 from .broker import Broker, BrokerError, Entity, EntityNotFound, MessageTooLarge, Session, now_ms
@@ -672,120 +672,182 @@ def _trim(fields: list[Any]) -> list[Any]:
 # ----------------------------------------------------------------------------------- connection
 
 
-class Connection:
-    def __init__(
-        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+class Connection(asyncio.Protocol):
+    """One client connection: parses frames as bytes arrive (no stream reader, no task per
+    connection: a completion round trip is one callback) and dispatches them synchronously."""
+
+    HANDSHAKE_TIMEOUT = 30.0
+    WRITE_BUFFER_HIGH = 4 * 1024 * 1024  # beyond this, stop reading until the client catches up
+
+    def __init__(self, broker: Broker, registry: set[Connection] | None = None) -> None:
         self.broker = broker
-        self.reader = reader
-        self.writer = writer
+        self.registry = registry if registry is not None else set()
+        self.transport: asyncio.Transport | None = None
         self.sessions: dict[int, AmqpSession] = {}  # by the client's channel
         self.remote_max_frame = 512
         self.opened = False
         self.closed = False
         self.heartbeat: asyncio.Task[None] | None = None
-        self.peer = writer.get_extra_info("peername")
+        self.peer: Any = None
         self.ended: set[int] = set()  # channels the client ended; late frames are ignored
+        self._stage = _HEADER  # protocol header, then SASL init, then the AMQP header, frames
         self._out = bytearray()
+        self._flush_scheduled = False
+        self._dispatching = False
         self._in = bytearray()
-        self._in_pos = 0
-        sock = writer.get_extra_info("socket")
+        self._deadline: asyncio.TimerHandle | None = None
+
+    # ---------------------------------------------------------------- transport callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        self.registry.add(self)
+        self.peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("socket")
         if sock is not None:  # small frames must not wait for Nagle + delayed ACK (40 ms)
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.transport.set_write_buffer_limits(high=self.WRITE_BUFFER_HIGH)
+        self._deadline = asyncio.get_running_loop().call_later(
+            self.HANDSHAKE_TIMEOUT, self._handshake_timed_out
+        )
 
-    def write(self, data: bytes) -> None:
-        """Queue bytes; everything queued in one turn of the event loop goes out as one write."""
+    def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        if not self._out:
-            asyncio.get_running_loop().call_soon(self.flush)
-        self._out += data
-
-    def flush(self) -> None:
-        if self._out and not self.writer.is_closing():
-            self.writer.write(bytes(self._out))
-        self._out.clear()
-
-    async def serve(self) -> None:
+        self._in += data
+        self._dispatching = True
         try:
-            await self._handshake()
-            while not self.closed:
-                incoming = await self._read_frame(
-                    MAX_FRAME_SIZE if self.opened else PRE_OPEN_FRAME_LIMIT
-                )
-                if incoming is None:
-                    continue  # heartbeat
-                self._dispatch(*incoming)
-                if self.writer.transport.get_write_buffer_size() > 4 * 1024 * 1024:
-                    await self.writer.drain()
+            self._process()
         except ProtocolError as failure:
             log.info("closing %s: %s", self.peer, failure.description)
             self._close(error(failure.condition, failure.description))
         except DecodeError as failure:
             log.info("closing %s: malformed frame: %s", self.peer, failure)
             self._close(error("amqp:decode-error", str(failure)))
-        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
-            pass
+        except ConnectionError:
+            self.closed = True
         except Exception:
             log.exception("internal error on the connection from %s", self.peer)
             self._close(error("amqp:internal-error", "The emulator hit an internal error."))
         finally:
+            self._dispatching = False
+        self.flush()
+        if self.closed:
             self._cleanup()
 
-    async def _handshake(self) -> None:
-        header = await asyncio.wait_for(self._read_exactly(8), timeout=30)
-        if header == SASL_HEADER:
+    def eof_received(self) -> bool | None:
+        return None  # close the transport; connection_lost cleans up
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cleanup()
+
+    def pause_writing(self) -> None:
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+
+    # ---------------------------------------------------------------- output
+
+    def write(self, data: bytes) -> None:
+        """Queue bytes; everything queued while handling one read, or in one turn of the event
+        loop, goes out as one write."""
+        if self.closed:
+            return
+        self._out += data
+        if not self._dispatching and not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        if self._out and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(bytes(self._out))
+        self._out.clear()
+
+    # ---------------------------------------------------------------- input
+
+    def _process(self) -> None:
+        """Handle every complete header and frame in the buffer; keep the incomplete rest."""
+        buffer = self._in
+        pos = 0
+        try:
+            while not self.closed:
+                available = len(buffer) - pos
+                if self._stage != _FRAMES and self._stage != _SASL_INIT:
+                    if available < 8:
+                        break
+                    self._on_protocol_header(bytes(buffer[pos : pos + 8]))
+                    pos += 8
+                    continue
+                if available < 8:
+                    break
+                size, doff, kind, channel = _FRAME_HEADER.unpack_from(buffer, pos)
+                limit = MAX_FRAME_SIZE if self.opened else PRE_OPEN_FRAME_LIMIT
+                if size < 8 or size > limit or doff < 2 or doff * 4 > size:
+                    raise ProtocolError(
+                        "amqp:connection:framing-error",
+                        f"invalid frame header (size {size}, doff {doff}); "
+                        f"max frame size is {limit}",
+                    )
+                if available < size:
+                    break
+                body = memoryview(bytes(buffer[pos + doff * 4 : pos + size]))
+                pos += size
+                sasl = self._stage == _SASL_INIT
+                if kind != (1 if sasl else 0):
+                    raise ProtocolError(
+                        "amqp:connection:framing-error", f"unexpected frame type {kind}"
+                    )
+                if not body:
+                    if sasl:
+                        raise ProtocolError("amqp:not-allowed", "expected sasl-init")
+                    continue  # heartbeat
+                if sasl:
+                    self._on_sasl_init(body)
+                    continue
+                if body[:3] == b"\x00\x53\x15":  # disposition: one per settled message
+                    fields = _disposition_fields(body)
+                    if fields is not None:
+                        self._dispatch(channel, DISPOSITION, fields, body[:0])
+                        continue
+                value, end = decode(body, 0)
+                if not isinstance(value, Described) or not isinstance(value.descriptor, int):
+                    raise ProtocolError(
+                        "amqp:decode-error", "a frame body must be a described list"
+                    )
+                self._dispatch(channel, value.descriptor, field_list(value.value, 14), body[end:])
+        finally:
+            del buffer[:pos]
+
+    def _on_protocol_header(self, header: bytes) -> None:
+        if self._stage == _HEADER and header == SASL_HEADER:
             self.write(SASL_HEADER)
             mechanisms = Array(0xB3, ("ANONYMOUS", "MSSBCBS", "PLAIN"))
             self.write(frame(0, performative(SASL_MECHANISMS, [mechanisms]), kind=1))
-            init = await self._read_frame(PRE_OPEN_FRAME_LIMIT, sasl=True)
-            if init is None or init[1] != SASL_INIT:
-                raise ProtocolError("amqp:not-allowed", "expected sasl-init")
-            self.write(frame(0, performative(SASL_OUTCOME, [UByte(0)]), kind=1))
-            header = await asyncio.wait_for(self._read_exactly(8), timeout=30)
-        if header != AMQP_HEADER:
-            self.write(AMQP_HEADER)
-            raise ConnectionError("unsupported protocol header")
+            self._stage = _SASL_INIT
+            return
         self.write(AMQP_HEADER)
+        if header != AMQP_HEADER:
+            raise ConnectionError("unsupported protocol header")
+        self._stage = _FRAMES
+        if self._deadline is not None:
+            self._deadline.cancel()
 
-    async def _read_exactly(self, size: int) -> bytes:
-        """Buffered: one socket read serves every frame that arrived together."""
-        while len(self._in) - self._in_pos < size:
-            if self._in_pos:
-                del self._in[: self._in_pos]
-                self._in_pos = 0
-            data = await self.reader.read(256 * 1024)
-            if not data:
-                raise asyncio.IncompleteReadError(bytes(self._in), size)
-            self._in += data
-        start = self._in_pos
-        self._in_pos += size
-        return bytes(self._in[start : self._in_pos])
+    def _on_sasl_init(self, body: memoryview) -> None:
+        value, _ = decode(body, 0)
+        if not isinstance(value, Described) or value.descriptor != SASL_INIT:
+            raise ProtocolError("amqp:not-allowed", "expected sasl-init")
+        self.write(frame(0, performative(SASL_OUTCOME, [UByte(0)]), kind=1))
+        self._stage = _AMQP_HEADER
 
-    async def _read_frame(
-        self, limit: int, *, sasl: bool = False
-    ) -> tuple[int, int, list[Any], memoryview] | None:
-        head = await self._read_exactly(8)
-        size, doff, kind, channel = _FRAME_HEADER.unpack(head)
-        if size < 8 or size > limit or doff < 2 or doff * 4 > size:
-            raise ProtocolError(
-                "amqp:connection:framing-error",
-                f"invalid frame header (size {size}, doff {doff}); max frame size is {limit}",
-            )
-        body = memoryview(await self._read_exactly(size - 8))[doff * 4 - 8 :]
-        if kind != (1 if sasl else 0):
-            raise ProtocolError("amqp:connection:framing-error", f"unexpected frame type {kind}")
-        if not body:
-            return None
-        if body[:3] == b"\x00\x53\x15":  # disposition: one per settled message, so fast-pathed
-            fields = _disposition_fields(body)
-            if fields is not None:
-                return channel, DISPOSITION, fields, body[:0]
-        value, end = decode(body, 0)
-        if not isinstance(value, Described) or not isinstance(value.descriptor, int):
-            raise ProtocolError("amqp:decode-error", "a frame body must be a described list")
-        return channel, value.descriptor, field_list(value.value, 14), body[end:]
+    def _handshake_timed_out(self) -> None:
+        if self._stage != _FRAMES and self.transport is not None:
+            log.info("closing %s: no AMQP handshake within %ss", self.peer, self.HANDSHAKE_TIMEOUT)
+            self.transport.close()
 
     def _dispatch(self, channel: int, code: int, fields: list[Any], payload: memoryview) -> None:
         if code == OPEN:
@@ -870,15 +932,26 @@ class Connection:
                 self.closed = True
 
     def _cleanup(self) -> None:
+        """Idempotent: after a close, an error or the client going away."""
         self.closed = True
+        self.registry.discard(self)
+        if self._deadline is not None:
+            self._deadline.cancel()
         if self.heartbeat is not None:
             self.heartbeat.cancel()
-        for session in self.sessions.values():
-            session.end()
+        sessions = list(self.sessions.values())
         self.sessions.clear()
-        with contextlib.suppress(Exception):
-            self.flush()
-            self.writer.close()
+        for session in sessions:
+            session.end()
+        if self.transport is not None and not self.transport.is_closing():
+            with contextlib.suppress(Exception):
+                if self._out:
+                    self.transport.write(bytes(self._out))
+                self._out.clear()
+                self.transport.close()
+
+
+_HEADER, _SASL_INIT, _AMQP_HEADER, _FRAMES = range(4)
 
 
 def ticks_now() -> int:

@@ -28,12 +28,14 @@ class Emulator:
     def __init__(self, queues: Sequence[QueueConfig], data_dir: Path | None = None) -> None:
         self.store: Store | None = SqliteStore(data_dir) if data_dir else None
         self.broker = Broker(queues, self.store)
-        self.connections: set[asyncio.Task[None]] = set()
+        self.connections: set[Connection] = set()
         self._servers: list[asyncio.base_events.Server] = []
         self._ticker: asyncio.Task[None] | None = None
 
     async def start(self, host: str, port: int, http_port: int | None) -> tuple[int, int | None]:
-        amqp = await asyncio.start_server(self._accept, host, port, backlog=512)
+        amqp = await asyncio.get_running_loop().create_server(
+            lambda: Connection(self.broker, self.connections), host, port, backlog=512
+        )
         self._servers.append(amqp)
         port = amqp.sockets[0].getsockname()[1]
         if http_port is not None:
@@ -48,19 +50,10 @@ class Emulator:
             server.close()
         if self._ticker:
             self._ticker.cancel()
-        for task in list(self.connections):
-            task.cancel()
+        for connection in list(self.connections):
+            connection.connection_lost(None)
         if self.store is not None:
             self.store.close()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self.connections.add(task)
-        try:
-            await Connection(self.broker, reader, writer).serve()
-        finally:
-            self.connections.discard(task)
 
     async def _tick(self) -> None:
         """Sleep until the next timer is due (lock expiry, scheduled message, TTL), or until the
