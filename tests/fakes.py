@@ -266,7 +266,7 @@ class InMemorySessionSeeder:
         self.states: dict[tuple[str, str], bytes] = {}
 
     def seed(self, queue_name: str, session_id: str, state: bytes) -> None:
-        self.states[(queue_name, session_id)] = state
+        self.states.setdefault((queue_name, session_id), state)
 
 
 class InMemoryReplayRequests:

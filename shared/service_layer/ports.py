@@ -192,7 +192,8 @@ class MessageResender(Protocol):
 
 class SessionSeeder(Protocol):
     def seed(self, queue_name: str, session_id: str, state: bytes) -> None:
-        """Set the state of a session that has no messages yet."""
+        """Set the state of a new session, unless it has a state already: a replay repeated
+        after a crash may find the session half-way through, and must not rewind it."""
         ...
 
 
