@@ -4,6 +4,7 @@ that failed the same way, run from a storage queue so no HTTP request waits on t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable
@@ -137,7 +138,20 @@ def request_bulk_replay(
         updated_at=at,
     )
     store.save(request)
-    queue.enqueue(request.request_id)
+    try:
+        queue.enqueue(request.request_id)
+    except Exception as error:
+        # Saved but never queued: without this it would say "queued" forever.
+        failed = replace(
+            request,
+            status="failed",
+            failure=f"Could not queue the request ({error.__class__.__name__}); nothing was "
+            "replayed. Send the request again.",
+            updated_at=clock().isoformat(),
+        )
+        with contextlib.suppress(Exception):
+            store.save(failed)
+        raise
     return request
 
 

@@ -312,6 +312,21 @@ def test_a_bulk_replay_that_keeps_failing_says_so_in_its_status() -> None:
     assert (failed.status, failed.failure) == ("failed", "storage unreachable")
 
 
+def test_a_bulk_replay_that_cannot_be_queued_is_failed_not_queued_forever() -> None:
+    requests = InMemoryReplayRequests()
+
+    class Unreachable:
+        def enqueue(self, request_id: str) -> None:
+            raise ConnectionError("queue service unreachable")
+
+    with pytest.raises(ConnectionError):
+        request_bulk_replay(requests, Unreachable(), task="ProcessPayment")
+
+    [request] = requests.requests.values()
+    assert request.status == "failed" and request.sent == 0
+    assert "ConnectionError" in (request.failure or "") and "again" in (request.failure or "")
+
+
 def test_failed_sessions_are_grouped_by_queue_task_and_reason(world) -> None:
     from shared.service_layer.failed_sessions import FailureGroup, group_failed_sessions
 
