@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from azure.storage.blob import BlobServiceClient
     from azure.storage.queue import QueueServiceClient
 
+    from .adapters.servicebus_sender import SenderPool
     from .adapters.table_archive import TableDeadLetterArchive, TableReplayRequests
     from .adapters.table_import_progress import TableImportProgress
     from .service_layer.ports import (
@@ -132,7 +133,7 @@ class Container:
     def task_sender(self) -> TaskSender:
         from .adapters.servicebus_sender import ServiceBusTaskSender
 
-        return ServiceBusTaskSender(self._service_bus)
+        return ServiceBusTaskSender(self._service_bus, self._senders)
 
     # -- dead letters, archive, replay -----------------------------------------------------------
 
@@ -161,7 +162,7 @@ class Container:
     def resender(self) -> MessageResender:
         from .adapters.servicebus_dead_letters import ServiceBusResender
 
-        return ServiceBusResender(self._service_bus)
+        return ServiceBusResender(self._service_bus, self._senders)
 
     @cached_property
     def session_seeder(self) -> SessionSeeder:
@@ -192,6 +193,12 @@ class Container:
         from .adapters.azure_clients import service_bus_client
 
         return service_bus_client(self.settings.service_bus)
+
+    @cached_property
+    def _senders(self) -> SenderPool:
+        from .adapters.servicebus_sender import SenderPool
+
+        return SenderPool(self._service_bus)
 
     @cached_property
     def _queue_service(self) -> QueueServiceClient:

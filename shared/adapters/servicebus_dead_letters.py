@@ -18,6 +18,7 @@ from azure.servicebus import (
 from azure.servicebus.exceptions import MessageSizeExceededError
 
 from ..service_layer.ports import DeadLetter, OutgoingMessage
+from .servicebus_sender import SenderPool
 
 RECEIVE_WAIT_SECONDS = 2.0
 # Service Bus writes the reason and description into the application properties of a dead
@@ -104,13 +105,13 @@ class ServiceBusDeadLetterSource:
 class ServiceBusResender:
     """Sends raw messages under a session id, in order, in as few batches as fit."""
 
-    def __init__(self, client: ServiceBusClient) -> None:
-        self._client = client
+    def __init__(self, client: ServiceBusClient, senders: SenderPool | None = None) -> None:
+        self._senders = senders or SenderPool(client)
 
     def resend(self, queue_name: str, session_id: str, messages: Sequence[OutgoingMessage]) -> None:
         if not messages:
             return
-        with self._client.get_queue_sender(queue_name) as sender:
+        with self._senders.sender(queue_name) as sender:
             batch = sender.create_message_batch()
             for outgoing in messages:
                 properties: dict[str | bytes, Any] = {

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusMessageBatch
-from azure.servicebus.exceptions import MessageSizeExceededError
+from azure.servicebus import (
+    ServiceBusClient,
+    ServiceBusMessage,
+    ServiceBusMessageBatch,
+    ServiceBusSender,
+)
+from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusError
 
 from ..domain.envelope import CONTENT_TYPE, TaskMessage
 from ..domain.errors import PipelineError
@@ -16,9 +23,53 @@ class SessionTooLarge(PipelineError):
     """The messages of one session do not fit in one batch, so they cannot be sent atomically."""
 
 
-class ServiceBusTaskSender:
+class SenderPool:
+    """One open ``ServiceBusSender`` per queue, reused by every invocation of the worker.
+
+    Opening and closing a sender costs the SDK about a second (connection, CBS token, link
+    attach, each polled), sending on an open one a few milliseconds; Microsoft's guidance is
+    to reuse senders. A sender is not thread-safe, so each has a lock (the Python worker runs
+    functions on a thread pool). A sender that raised a Service Bus error is closed and
+    dropped; the next send opens a new one.
+    """
+
     def __init__(self, client: ServiceBusClient) -> None:
         self._client = client
+        self._senders: dict[str, tuple[ServiceBusSender, threading.Lock]] = {}
+        self._guard = threading.Lock()
+
+    @contextlib.contextmanager
+    def sender(self, queue_name: str) -> Iterator[ServiceBusSender]:
+        with self._guard:
+            entry = self._senders.get(queue_name)
+            if entry is None:
+                entry = (self._client.get_queue_sender(queue_name), threading.Lock())
+                self._senders[queue_name] = entry
+        sender, lock = entry
+        with lock:
+            try:
+                yield sender
+            except ServiceBusError:
+                self._drop(queue_name, entry)
+                raise
+
+    def close(self) -> None:
+        with self._guard:
+            entries = list(self._senders.items())
+        for queue_name, entry in entries:
+            self._drop(queue_name, entry)
+
+    def _drop(self, queue_name: str, entry: tuple[ServiceBusSender, threading.Lock]) -> None:
+        with self._guard:
+            if self._senders.get(queue_name) is entry:
+                del self._senders[queue_name]
+        with contextlib.suppress(Exception):
+            entry[0].close()
+
+
+class ServiceBusTaskSender:
+    def __init__(self, client: ServiceBusClient, senders: SenderPool | None = None) -> None:
+        self._senders = senders or SenderPool(client)
 
     def send_session(
         self, queue_name: str, session_id: str, messages: Sequence[TaskMessage]
@@ -27,7 +78,7 @@ class ServiceBusTaskSender:
         Raises ``SessionTooLarge`` (sending nothing) when they do not fit in one batch."""
         if not messages:
             return
-        with self._client.get_queue_sender(queue_name) as sender:
+        with self._senders.sender(queue_name) as sender:
             batch = sender.create_message_batch()
             fill_batch(batch, session_id, messages)
             sender.send_messages(batch)

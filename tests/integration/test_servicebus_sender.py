@@ -7,8 +7,10 @@ import json
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessageBatch
+from azure.servicebus.exceptions import ServiceBusError
 
 from shared.adapters.servicebus_sender import (
+    SenderPool,
     ServiceBusTaskSender,
     SessionTooLarge,
     fill_batch,
@@ -22,10 +24,10 @@ from .servicebus import receive_session
 pytestmark = pytest.mark.integration
 
 
-def tasks(count: int, payload_size: int = 10) -> list[TaskMessage]:
+def tasks(count: int, payload_size: int = 10, job_id: str = "job-1") -> list[TaskMessage]:
     return [
         TaskMessage(
-            job_id="job-1",
+            job_id=job_id,
             pipeline="product_import",
             task="ImportProduct",
             step=step,
@@ -121,3 +123,29 @@ def test_a_session_too_large_for_the_queue_sends_nothing(
 
     assert servicebus_emulator.counts(session_queue)["active"] == 0
     assert receive_session(servicebus_client, session_queue, "huge") == []
+
+
+def test_one_open_sender_per_queue_serves_every_session_and_a_failed_one_is_replaced(
+    servicebus_client: ServiceBusClient, session_queue: str
+) -> None:
+    pool = SenderPool(servicebus_client)
+    sender = ServiceBusTaskSender(servicebus_client, pool)
+
+    for n in range(3):
+        sender.send_session(session_queue, f"pooled-{n}", tasks(2, job_id=f"pooled-{n}"))
+    with pool.sender(session_queue) as first:
+        pass
+    with pool.sender(session_queue) as second:
+        pass
+    with pool.sender("no-such-queue") as doomed:
+        pass
+    with pytest.raises(ServiceBusError):
+        sender.send_session("no-such-queue", "lost", tasks(1))
+    with pool.sender("no-such-queue") as replaced:
+        pass
+    pool.close()
+
+    assert first is second
+    assert replaced is not doomed
+    for n in range(3):
+        assert len(receive_session(servicebus_client, session_queue, f"pooled-{n}")) == 2
