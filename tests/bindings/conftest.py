@@ -6,7 +6,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping
 from concurrent import futures
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,22 +191,6 @@ def twins() -> Iterator[Twins]:
 
 
 # -- real storage for the bindings that read and write it ----------------------------------------
-
-
-@pytest.fixture(scope="session")
-def azurite_connection_string() -> Iterator[str]:
-    """A real Azurite for this test session, started on first use."""
-    from localdev.azurite import AzuriteError, run_azurite
-
-    with ExitStack() as stack:
-        failure: str | None = None
-        try:
-            azurite = stack.enter_context(run_azurite())
-        except AzuriteError as error:
-            failure = str(error)
-        if failure is not None:
-            pytest.fail(failure, pytrace=False)
-        yield azurite.connection_string
 
 
 @dataclass

@@ -9,7 +9,6 @@ import json
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
@@ -22,23 +21,9 @@ from azure.data.tables import TableClient, TableServiceClient
 from azure.servicebus import ServiceBusClient
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from localdev.azurite import AzuriteError, free_port, run_azurite
+from localdev.azurite import free_port
 from shared.adapters.azure_clients import blob_service, table_service
 from shared.config import StorageConnectionSettings
-
-
-@pytest.fixture(scope="session")
-def azurite_connection_string() -> Iterator[str]:
-    """The connection string of a real Azurite started for this test session."""
-    with ExitStack() as stack:
-        failure: str | None = None
-        try:
-            azurite = stack.enter_context(run_azurite())
-        except AzuriteError as error:
-            failure = str(error)
-        if failure is not None:
-            pytest.fail(failure, pytrace=False)
-        yield azurite.connection_string
 
 
 @pytest.fixture(scope="session")

@@ -6,12 +6,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import ExitStack
 from typing import Any
 
 import pytest
 
-from localdev.azurite import AzuriteError, run_azurite
 from localdev.host import LocalHost
 
 from . import sample_app
@@ -47,19 +45,6 @@ FAST_HOST_JSON: dict[str, Any] = {
         },
     },
 }
-
-
-@pytest.fixture(scope="session")
-def azurite_connection_string() -> Iterator[str]:
-    with ExitStack() as stack:
-        failure: str | None = None
-        try:
-            azurite = stack.enter_context(run_azurite())
-        except AzuriteError as error:
-            failure = str(error)
-        if failure is not None:
-            pytest.fail(failure, pytrace=False)
-        yield azurite.connection_string
 
 
 def emulator_config() -> dict[str, Any]:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
-from localdev.azurite import AzuriteError, run_azurite
 from shared.adapters.azure_clients import table_service
 from shared.config import StorageConnectionSettings
 from spark_jobs.product_import.manifest import (
@@ -17,15 +15,6 @@ from spark_jobs.product_import.manifest import (
     ManifestNotFound,
     TableManifestStore,
 )
-
-
-@pytest.fixture(scope="module")
-def azurite_connection_string() -> Iterator[str]:
-    try:
-        with run_azurite() as azurite:
-            yield azurite.connection_string
-    except AzuriteError as error:
-        pytest.fail(str(error), pytrace=False)
 
 
 @pytest.fixture(scope="module")
