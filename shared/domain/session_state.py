@@ -42,6 +42,9 @@ class SessionState:
     failure: Failure | None = None
     processed: int = 0
     failed: int = 0
+    # ContinueOnFailure: the latest row that was dead-lettered, so that its redelivery (a crash
+    # between writing this state and the dead-letter) is dead-lettered again, not completed.
+    skipped: Failure | None = None
     version: int = STATE_VERSION
 
     @property
@@ -57,14 +60,30 @@ class SessionState:
             processed=self.processed + 1,
         )
 
-    def after_skipped_failure(self, step: int) -> SessionState:
+    def after_skipped_failure(
+        self,
+        step: int,
+        *,
+        task: str = "",
+        reason: str = "",
+        description: str = "",
+        at: datetime | None = None,
+    ) -> SessionState:
         """ContinueOnFailure: the message is dead-lettered and the session goes on."""
+        skipped = Failure(task, step, reason, description, at.isoformat() if at else "")
         return replace(
             self,
             next_step=max(self.next_step, step + 1),
             processed=self.processed + 1,
             failed=self.failed + 1,
+            skipped=skipped,
         )
+
+    def skipped_at(self, task: str, step: int) -> Failure | None:
+        """The failure this step was dead-lettered with, if it is the latest skipped one."""
+        if self.skipped is not None and self.skipped.step == step and self.skipped.task == task:
+            return self.skipped
+        return None
 
     def mark_failed(
         self, *, task: str, step: int | None, reason: str, description: str, at: datetime
@@ -95,22 +114,42 @@ def decode_session_state(raw: bytes | None) -> SessionState | None:
     if version != STATE_VERSION:
         raise CorruptSessionState(f"unknown session state version {version!r}")
     try:
-        failure = document.get("failure")
         state = SessionState(
             status=document["status"],
             next_step=document["next_step"],
             completed=tuple(document["completed"]),
             context=dict(document["context"]),
-            failure=Failure(**failure) if failure is not None else None,
+            failure=_failure(document.get("failure"), "failure"),
             processed=document.get("processed", 0),
             failed=document.get("failed", 0),
+            skipped=_failure(document.get("skipped"), "skipped"),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise CorruptSessionState(f"session state has a bad shape: {error!r}") from error
     if state.status not in (RUNNING, FAILED):
         raise CorruptSessionState(f"unknown session status {state.status!r}")
-    if not isinstance(state.next_step, int) or isinstance(state.next_step, bool):
-        raise CorruptSessionState("next_step is not an integer")
+    for name in ("next_step", "processed", "failed"):
+        if not _is_int(getattr(state, name)):
+            raise CorruptSessionState(f"{name} is not an integer")
     if not all(isinstance(task, str) for task in state.completed):
         raise CorruptSessionState("completed holds something other than task names")
     return state
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _failure(document: object, name: str) -> Failure | None:
+    if document is None:
+        return None
+    if not isinstance(document, dict):
+        raise CorruptSessionState(f"{name} is not an object")
+    failure = Failure(**document)
+    if not all(isinstance(v, str) for v in (failure.task, failure.reason, failure.description)):
+        raise CorruptSessionState(f"{name} has a field that is not text")
+    if not isinstance(failure.at, str):
+        raise CorruptSessionState(f"{name}.at is not text")
+    if failure.step is not None and not _is_int(failure.step):
+        raise CorruptSessionState(f"{name}.step is not an integer")
+    return failure

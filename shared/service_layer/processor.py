@@ -140,6 +140,13 @@ class SessionProcessor:
         if state.is_failed:
             return self._short_circuit(message, incoming, actions, state)
         if message.step < state.next_step:
+            skipped = state.skipped_at(message.task, message.step)
+            if skipped is not None:
+                # ContinueOnFailure: this row was dead-lettered, the state was written, then
+                # the dead-letter was lost (a crash in between). Finish it with its own reason.
+                return self._dead_letter(
+                    incoming, actions, message, state, skipped.reason, skipped.description
+                )
             return self._already_done(message, incoming, actions)
         if message.step > state.next_step and self.policy is FailurePolicy.STOP_ON_FAILURE:
             description = (
@@ -228,7 +235,13 @@ class SessionProcessor:
     ) -> Result:
         if self.policy is FailurePolicy.STOP_ON_FAILURE:
             return self._fail(message, incoming, actions, state, reason, description)
-        new_state = state.after_skipped_failure(message.step)
+        new_state = state.after_skipped_failure(
+            message.step,
+            task=message.task,
+            reason=reason,
+            description=description,
+            at=self._clock(),
+        )
         return self._dead_letter(incoming, actions, message, new_state, reason, description)
 
     def _fail(
@@ -301,9 +314,8 @@ class SessionProcessor:
             self._record_failure(incoming, current, new_state)
         else:
             new_state = current.after_skipped_failure(step if step is not None else 0)
-        self._write(actions, is_last, new_state)
         self._observe(incoming, None, Outcome.DEAD_LETTERED, MALFORMED_MESSAGE)
-        actions.dead_letter(MALFORMED_MESSAGE, description)
+        self._write_and_dead_letter(actions, is_last, new_state, MALFORMED_MESSAGE, description)
         return Result(Outcome.DEAD_LETTERED, MALFORMED_MESSAGE, description)
 
     def _corrupt_state(
@@ -328,9 +340,8 @@ class SessionProcessor:
             at=self._clock(),
         )
         self._record_failure(incoming, None, new_state)
-        self._write(actions, is_last, new_state)
         self._observe(incoming, message, Outcome.DEAD_LETTERED, CORRUPT_SESSION_STATE)
-        actions.dead_letter(CORRUPT_SESSION_STATE, description)
+        self._write_and_dead_letter(actions, is_last, new_state, CORRUPT_SESSION_STATE, description)
         return Result(Outcome.DEAD_LETTERED, CORRUPT_SESSION_STATE, description)
 
     # -- helpers -----------------------------------------------------------------------------
@@ -355,10 +366,29 @@ class SessionProcessor:
         reason: str,
         description: str,
     ) -> Result:
-        self._write(actions, message.is_last, new_state)
         self._observe(incoming, message, Outcome.DEAD_LETTERED, reason)
-        actions.dead_letter(reason, description)
+        self._write_and_dead_letter(actions, message.is_last, new_state, reason, description)
         return Result(Outcome.DEAD_LETTERED, reason, description)
+
+    @staticmethod
+    def _write_and_dead_letter(
+        actions: SessionActions,
+        is_last: bool,
+        state: SessionState,
+        reason: str,
+        description: str,
+    ) -> None:
+        """Write the state, dead-letter, and only then clear the state of a finished session.
+
+        Clearing before the dead-letter would lose the message to a crash in between: its
+        redelivery finds no state, which is how a last message that succeeded and cleared the
+        state looks (R5), and would be completed. A crash after the dead-letter instead leaves
+        the state of a session that has no messages left: harmless, session ids are not reused.
+        """
+        actions.set_state(state.to_bytes())
+        actions.dead_letter(reason, description)
+        if is_last:
+            actions.set_state(None)
 
     def _record_failure(
         self, incoming: IncomingMessage, before: SessionState | None, after: SessionState

@@ -396,7 +396,8 @@ def test_r15_last_message_of_a_failed_session_clears_the_state(policy: FailurePo
     assert tasks.calls == []
     assert actions.last_settlement[:2] == ("dead_letter", "SessionFailed")
     assert actions.state is None
-    assert actions.events == ["set_state", "dead_letter"]
+    # Dead-lettered before the state is cleared (see R22).
+    assert actions.events == ["set_state", "dead_letter", "set_state"]
 
 
 @BOTH
@@ -534,6 +535,36 @@ CORRUPT = {
     "unknown-status": json.dumps(
         {"version": 1, "status": "odd", "next_step": 1, "completed": [], "context": {}}
     ).encode(),
+    "counter-not-a-number": json.dumps(
+        {
+            "version": 1,
+            "status": "running",
+            "next_step": 2,
+            "completed": ["A"],
+            "context": {},
+            "processed": "x",
+        }
+    ).encode(),
+    "failure-not-an-object": json.dumps(
+        {
+            "version": 1,
+            "status": "failed",
+            "next_step": 2,
+            "completed": ["A"],
+            "context": {},
+            "failure": "boom",
+        }
+    ).encode(),
+    "failure-field-of-the-wrong-type": json.dumps(
+        {
+            "version": 1,
+            "status": "failed",
+            "next_step": 2,
+            "completed": ["A"],
+            "context": {},
+            "failure": {"task": "B", "step": "2", "reason": 5, "description": "", "at": ""},
+        }
+    ).encode(),
 }
 
 
@@ -590,3 +621,74 @@ def test_retry_policy_rejects_nonsense() -> None:
         RetryPolicy(max_attempts=0)
     with pytest.raises(ValueError):
         RetryPolicy(min_backoff=5, max_backoff=1)
+
+
+# R22 / R23: crashes between the state write and the dead-letter ------------------------------
+class CrashOnDeadLetter(InMemorySessionActions):
+    """The worker dies right after writing the state, before the dead-letter reaches Service
+    Bus: the message is redelivered with the state as written."""
+
+    def __init__(self, state: bytes | None) -> None:
+        super().__init__(state=state)
+        self.crashes = 1
+
+    def dead_letter(self, reason: str, description: str) -> None:
+        if self.crashes:
+            self.crashes -= 1
+            raise ConnectionError("worker died")
+        super().dead_letter(reason, description)
+
+
+@BOTH
+def test_r22_a_failing_last_message_redelivered_after_a_crash_is_still_dead_lettered(
+    policy: FailurePolicy,
+) -> None:
+    tasks = Tasks()
+    tasks.behaviour["C"] = PermanentTaskError("SmtpRejected", "mailbox unavailable")
+    processor, _ = make_processor(policy, tasks)
+    actions = CrashOnDeadLetter(state=running(3))
+
+    with pytest.raises(ConnectionError):
+        processor.handle(incoming(message(3)), actions)
+    assert actions.state is not None  # not cleared before the dead-letter happened
+    processor.handle(incoming(message(3), attempt=2), actions)
+
+    assert actions.settlements == [("dead_letter", "SmtpRejected", "mailbox unavailable")]
+    assert actions.state is None
+
+
+@BOTH
+def test_r22_the_last_message_of_a_failed_session_survives_the_same_crash(
+    policy: FailurePolicy,
+) -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(policy, tasks)
+    actions = CrashOnDeadLetter(state=failed_at(1))
+
+    with pytest.raises(ConnectionError):
+        processor.handle(incoming(message(3)), actions)
+    processor.handle(incoming(message(3), attempt=2), actions)
+
+    assert [s[:2] for s in actions.settlements] == [("dead_letter", "SessionFailed")]
+    assert actions.state is None
+
+
+def test_r23_a_skipped_row_redelivered_after_a_crash_is_dead_lettered_again() -> None:
+    tasks = Tasks()
+    tasks.behaviour["B"] = PermanentTaskError("InvalidProduct:price", "price is negative")
+    processor, _ = make_processor(CONTINUE, tasks)
+    actions = CrashOnDeadLetter(state=running(2))
+
+    with pytest.raises(ConnectionError):
+        processor.handle(incoming(message(2)), actions)
+    state = state_of(actions)
+    assert state is not None and state.next_step == 3  # the state moved on before the crash
+    result = processor.handle(incoming(message(2), attempt=2), actions)
+
+    assert result.outcome is Outcome.DEAD_LETTERED
+    assert tasks.ran() == ["B"]  # not run again
+    assert actions.settlements == [("dead_letter", "InvalidProduct:price", "price is negative")]
+    state = state_of(actions)
+    assert state is not None and (state.next_step, state.failed) == (3, 1)
+    processor.handle(incoming(message(3)), actions)
+    assert tasks.ran() == ["B", "C"] and actions.state is None
