@@ -18,6 +18,10 @@ param principalId string = ''
 @description('Service Bus tier. Premium gives isolation and larger messages.')
 param serviceBusSku string = 'Standard'
 
+@description('Storage redundancy. Geo-redundant by default: the dead-letter archive tables are the only copy of a completed dead letter.')
+@allowed(['Standard_GRS', 'Standard_RAGRS', 'Standard_GZRS', 'Standard_RAGZRS', 'Standard_ZRS', 'Standard_LRS'])
+param storageSku string = 'Standard_GRS'
+
 @description('Also deploy an Azure Databricks workspace for the Spark import job.')
 param deployDatabricks bool = false
 
@@ -91,6 +95,7 @@ module storage 'app/storage.bicep' = {
     containers: [deploymentContainerName, 'receipts', 'deadletter-bodies']
     tables: ['products', 'ordernumbers', 'simulatedpayments', 'deadletters', 'failedsessions', 'replayrequests', 'importprogress', 'importjobs']
     queues: [replayQueueName, '${replayQueueName}-poison']
+    skuName: storageSku
   }
 }
 

@@ -31,8 +31,10 @@ resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
   }
 }
 
-// Created empty when no value is given, so the references resolve; set them with
-// `az keyvault secret set` (docs/deploy.md).
+// Written on every provision from the smtpUsername / smtpPassword parameters (azd passes the
+// SMTP_USERNAME / SMTP_PASSWORD environment values; empty when unset, so the references still
+// resolve). Set them with `azd env set` (docs/deploy.md), not in the vault by hand: a value
+// set only in the vault is overwritten by the next provision.
 resource smtpUsernameSecret 'Microsoft.KeyVault/vaults/secrets@2023-07-01' = {
   parent: vault
   name: 'smtp-username'

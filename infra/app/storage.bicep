@@ -6,16 +6,19 @@ param tags object = {}
 param containers array
 param tables array
 param queues array
+// Geo-redundant by default: once the archive timer completes a dead letter, its row in the
+// deadletters table is the only copy of that message, and replay depends on it.
+@allowed(['Standard_GRS', 'Standard_RAGRS', 'Standard_GZRS', 'Standard_RAGZRS', 'Standard_ZRS', 'Standard_LRS'])
+param skuName string = 'Standard_GRS'
 
 resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   //checkov:skip=CKV_AZURE_35: Flex Consumption without VNet integration has no fixed outbound addresses, so a deny-by-default firewall would cut off the app; shared keys are off, so only Entra identities with a data role get in (a private endpoint is the VNet variant's job).
   //checkov:skip=CKV_AZURE_59: same reason as CKV_AZURE_35: the public endpoint stays, keyless and with no anonymous blob access (allowBlobPublicAccess false).
-  //checkov:skip=CKV_AZURE_206: LRS by default: the tables and receipts can be rebuilt from Service Bus replays and re-imports; choose ZRS/GRS per environment when the data must survive a zone.
   name: name
   location: location
   tags: tags
   kind: 'StorageV2'
-  sku: { name: 'Standard_LRS' }
+  sku: { name: skuName }
   properties: {
     accessTier: 'Hot'
     allowBlobPublicAccess: false
