@@ -89,6 +89,21 @@ def routing_of(body: bytes, application_properties: Mapping[Any, Any]) -> dict[s
     }
 
 
+def pipeline_of(rows: Sequence[ArchivedMessage]) -> str | None:
+    """The pipeline of a session's dead letters: from the first body that parses, else from
+    the first ``pipeline`` application property, else unknown."""
+    for row in rows:
+        try:
+            return parse_task_message(row.body).pipeline
+        except MalformedMessage:
+            continue
+    for row in rows:
+        pipeline = row.application_properties.get("pipeline")
+        if isinstance(pipeline, str) and pipeline.strip():
+            return pipeline
+    return None
+
+
 @dataclass(frozen=True)
 class FailureRecord:
     """What the processor knew when it marked the session failed: the first failure and the

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import MalformedMessage
@@ -109,3 +109,13 @@ def routing_hint(application_properties: Mapping[Any, Any] | None) -> tuple[int 
         step if isinstance(step, int) and not isinstance(step, bool) else None,
         is_last if isinstance(is_last, bool) else False,
     )
+
+
+def marked_last(body: bytes) -> bytes:
+    """The body with ``is_last`` set: unchanged when it is set already or when the body does not
+    parse (a sender can still mark such a message last through its application properties)."""
+    try:
+        message = parse_task_message(body)
+    except MalformedMessage:
+        return body
+    return body if message.is_last else replace(message, is_last=True).to_json()

@@ -27,6 +27,14 @@ PURCHASE_TASKS = (
 IMPORT_PRODUCT = "ImportProduct"
 
 
+def stops_on_failure(pipeline: str | None) -> bool:
+    """Whether nothing after a failed task of the pipeline may run (purchase), so that every
+    later message of the session is dead-lettered too; an import row that fails is set aside
+    and the rest of the session goes on. The processors in ``shared.bootstrap`` are wired with
+    the matching policy. An unknown pipeline is treated as stopping: the careful choice."""
+    return pipeline != PRODUCT_IMPORT
+
+
 def purchase_messages(job_id: str, order: Order) -> list[TaskMessage]:
     """The five tasks of one purchase, in the order they must run."""
     payload = order.to_payload()

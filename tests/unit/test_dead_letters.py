@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -15,14 +18,20 @@ from shared.domain.archive import (
     replay_session_id,
     row_key,
 )
-from shared.domain.envelope import TaskMessage
+from shared.domain.envelope import TaskMessage, parse_task_message
 from shared.domain.errors import InvalidInput, PermanentTaskError
+from shared.domain.pipelines import PRODUCT_IMPORT, import_message
+from shared.domain.products import Product
+from shared.domain.replays import ReplayRequest
 from shared.domain.session_state import decode_session_state
 from shared.service_layer.dead_letters import archive_dead_letters
-from shared.service_layer.ports import DeadLetter
+from shared.service_layer.import_tasks import import_tasks
+from shared.service_layer.ports import DeadLetter, OutgoingMessage
 from shared.service_layer.processor import (
     FailurePolicy,
     IncomingMessage,
+    Outcome,
+    RetryPolicy,
     SessionProcessor,
 )
 from shared.service_layer.replay import (
@@ -34,6 +43,7 @@ from shared.service_layer.replay import (
 from tests.fakes import (
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterQueue,
+    InMemoryProductCatalog,
     InMemoryReplayRequests,
     InMemoryResender,
     InMemorySessionActions,
@@ -342,3 +352,315 @@ def test_failed_sessions_are_grouped_by_queue_task_and_reason(world) -> None:
         FailureGroup("purchase-tasks", "CalculateTotal", "UnknownSku", 1),
     ]
     assert sum(g.sessions for g in group_failed_sessions(archive, status=None)) == 4
+
+
+# -- import sessions: only the bad rows are archived ------------------------------------------
+
+IMPORT_QUEUE = "product-import-tasks"
+CATALOG_DOWN = "UnhandledError"
+
+
+def import_row(session: str, step: int, *, rows: int = 10) -> TaskMessage:
+    return import_message(
+        f"job-{session}",
+        step,
+        is_last=step == rows,
+        row={"sku": f"SKU-{step}", "name": f"Product {step}", "price": "9.50", "currency": "EUR"},
+    )
+
+
+def failed_import(
+    dlq: InMemoryDeadLetterQueue, session: str, bad_rows: tuple[int, ...], *, rows: int = 10
+) -> None:
+    """An import session of ``rows`` rows whose ``bad_rows`` were dead-lettered (the catalog
+    was down for them) while the others were imported: ContinueOnFailure."""
+    for step in bad_rows:
+        message = import_row(session, step, rows=rows)
+        dlq.add(
+            DeadLetter(
+                queue=IMPORT_QUEUE,
+                session_id=session,
+                sequence_number=next(_seq),
+                message_id=message.message_id(),
+                body=message.to_json(),
+                content_type="application/json",
+                application_properties=message.application_properties(),
+                reason=CATALOG_DOWN,
+                description="Gave up after 5 attempts. Last error: ConnectionError",
+                enqueued_time=NOW,
+                delivery_count=5,
+            )
+        )
+
+
+class FlakyCatalog(InMemoryProductCatalog):
+    """Down for the first upsert of each SKU in ``flaky``, then back."""
+
+    def __init__(self, flaky: set[str]) -> None:
+        super().__init__()
+        self.flaky = set(flaky)
+
+    def upsert(self, product: Product) -> None:
+        if product.sku in self.flaky:
+            self.flaky.remove(product.sku)
+            raise ConnectionError("catalog unreachable")
+        super().upsert(product)
+
+
+def run_import_session(
+    processor: SessionProcessor,
+    actions: InMemorySessionActions,
+    messages: Sequence[OutgoingMessage],
+) -> list[Outcome]:
+    """Deliver the messages in order as Service Bus does: an abandoned one comes again."""
+    outcomes: list[Outcome] = []
+    for message in messages:
+        for attempt in itertools.count(1):
+            incoming = IncomingMessage(
+                body=message.body,
+                session_id="replayed",
+                attempt=attempt,
+                application_properties=message.application_properties,
+            )
+            outcome = processor.handle(incoming, actions).outcome
+            outcomes.append(outcome)
+            if outcome is not Outcome.ABANDONED:
+                break
+    return outcomes
+
+
+def import_processor(catalog: InMemoryProductCatalog) -> SessionProcessor:
+    return SessionProcessor(
+        pipeline=PRODUCT_IMPORT,
+        tasks=import_tasks(catalog),
+        policy=FailurePolicy.CONTINUE_ON_FAILURE,
+        retry=RetryPolicy(max_attempts=3, min_backoff=0, max_backoff=0),
+        sleep=lambda _: None,
+    )
+
+
+def test_an_import_session_is_replayed_without_force_its_last_row_closing_the_session(
+    world,
+) -> None:
+    dlq, archive = world
+    failed_import(dlq, "imp-1", (3, 7))
+    archive_dead_letters(dlq, archive, queues=[IMPORT_QUEUE])
+    assert not archive.get_summary("imp-1").has_last  # row 10 was imported
+    resender, seeder = InMemoryResender(), InMemorySessionSeeder()
+
+    result = replay_session(archive, resender, seeder, "imp-1", "key-1")
+
+    new_session = replay_session_id("imp-1", "key-1")
+    assert (result.sent, result.new_session_id) == (2, new_session)
+    assert [(q, s) for q, s, _ in resender.sent] == [(IMPORT_QUEUE, new_session)] * 2
+    third, seventh = (m for _, _, m in resender.sent)
+    assert third.body == import_row("imp-1", 3).to_json()  # as it was
+    # The last one sent closes the new session; nothing else about it changes.
+    assert parse_task_message(seventh.body) == replace(import_row("imp-1", 7), is_last=True)
+    assert (third.application_properties["is_last"], seventh.application_properties["is_last"]) == (
+        False,
+        True,
+    )
+    assert archive.get_summary("imp-1").status == "replayed"
+
+    # The catalog is back (flaky once on row 7): both rows are imported, the state is gone.
+    catalog = FlakyCatalog({"SKU-7"})
+    actions = InMemorySessionActions(state=seeder.states.get((IMPORT_QUEUE, new_session)))
+    outcomes = run_import_session(import_processor(catalog), actions, [third, seventh])
+
+    assert outcomes == [Outcome.COMPLETED, Outcome.ABANDONED, Outcome.COMPLETED]
+    assert sorted(catalog.products) == ["SKU-3", "SKU-7"]
+    assert actions.state is None
+
+
+def test_a_replayed_import_session_of_one_row_runs_that_row_even_when_it_is_retried(
+    world,
+) -> None:
+    dlq, archive = world
+    failed_import(dlq, "imp-1", (4,))
+    archive_dead_letters(dlq, archive, queues=[IMPORT_QUEUE])
+    resender, seeder = InMemoryResender(), InMemorySessionSeeder()
+    replay_session(archive, resender, seeder, "imp-1", "key-1")
+    [(_, new_session, only)] = resender.sent
+    catalog = FlakyCatalog({"SKU-4"})
+
+    # Seeded, so a retried is_last row is not taken for one whose state it already cleared.
+    actions = InMemorySessionActions(state=seeder.states.get((IMPORT_QUEUE, new_session)))
+    outcomes = run_import_session(import_processor(catalog), actions, [only])
+
+    assert outcomes == [Outcome.ABANDONED, Outcome.COMPLETED]
+    assert list(catalog.products) == ["SKU-4"] and actions.state is None
+
+
+def test_an_unreadable_import_row_is_known_by_its_properties_and_closes_the_session(
+    world,
+) -> None:
+    dlq, archive = world
+    message = import_row("imp-1", 5)
+    dlq.add(
+        DeadLetter(
+            queue=IMPORT_QUEUE,
+            session_id="imp-1",
+            sequence_number=next(_seq),
+            message_id=message.message_id(),
+            body=b"{not json",
+            content_type="application/json",
+            application_properties=message.application_properties(),
+            reason="MalformedMessage",
+            description="The message cannot be read",
+            enqueued_time=NOW,
+            delivery_count=1,
+        )
+    )
+    archive_dead_letters(dlq, archive, queues=[IMPORT_QUEUE])
+    resender = InMemoryResender()
+
+    replay_session(archive, resender, InMemorySessionSeeder(), "imp-1", "key-1")
+
+    [(_, _, sent)] = resender.sent
+    assert sent.body == b"{not json"  # as it was: the processor reads is_last from properties
+    assert (sent.application_properties["pipeline"], sent.application_properties["is_last"]) == (
+        PRODUCT_IMPORT,
+        True,
+    )
+
+
+def test_a_purchase_still_waits_for_its_last_message_and_is_sent_as_it_was(world) -> None:
+    archive = archived(world, upto=4)
+    resender = InMemoryResender()
+    with pytest.raises(ReplayIncomplete):
+        replay_session(archive, resender, InMemorySessionSeeder(), "s-1", "k")
+
+    replay_session(archive, resender, InMemorySessionSeeder(), "s-1", "k", force=True)
+
+    assert [m.body for _, _, m in resender.sent] == [r.body for r in archive.list_session("s-1")]
+    assert not any(parse_task_message(m.body).is_last for _, _, m in resender.sent)
+
+
+def test_bulk_replay_by_reason_replays_import_sessions(world) -> None:
+    dlq, archive = world
+    failed_import(dlq, "imp-1", (3, 7))
+    failed_import(dlq, "imp-2", (10,))
+    failed_purchase(dlq, "pay-0", reason=CATALOG_DOWN, upto=4)  # incomplete: waits
+    archive_dead_letters(dlq, archive, queues=[IMPORT_QUEUE, "purchase-tasks"])
+    requests = InMemoryReplayRequests()
+    request = request_bulk_replay(requests, requests, reason=CATALOG_DOWN)
+    resender = InMemoryResender()
+
+    done = run_bulk_replay(requests, archive, resender, InMemorySessionSeeder(), request.request_id)
+
+    assert (done.found, done.sent, done.failed) == (3, 2, 1)
+    assert [e["session_id"] for e in done.errors] == ["pay-0"]
+    key = f"bulk:{request.request_id}"
+    assert [(s, parse_task_message(m.body).step) for _, s, m in resender.sent] == [
+        (replay_session_id("imp-1", key), 3),
+        (replay_session_id("imp-1", key), 7),
+        (replay_session_id("imp-2", key), 10),
+    ]
+
+
+# -- a bulk replay run again after its queue message is redelivered ---------------------------
+
+
+class Died(Exception):
+    pass
+
+
+class DiesOnce:
+    """Wraps a port: the ``nth`` call of ``method`` raises, as a worker that dies there."""
+
+    def __init__(self, port: Any, method: str, nth: int) -> None:
+        self._port, self._method, self._left = port, method, nth
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._port, name)
+        if name != self._method:
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self._left -= 1
+            if self._left == 0:
+                raise Died(f"died in {name}")
+            return attribute(*args, **kwargs)
+
+        return call
+
+
+def bulk_world(world) -> tuple[InMemoryDeadLetterArchive, InMemoryReplayRequests, str]:
+    dlq, archive = world
+    for n in range(5):
+        failed_purchase(dlq, f"pay-{n}")
+    failed_purchase(dlq, "pay-incomplete-a", upto=4)
+    failed_purchase(dlq, "pay-incomplete-b", upto=4)
+    failed_import(dlq, "imp-0", (3, 7))
+    archive_dead_letters(dlq, archive, queues=["purchase-tasks", IMPORT_QUEUE])
+    requests = InMemoryReplayRequests()
+    request = request_bulk_replay(requests, requests, reason="PaymentProviderUnavailable")
+    return archive, requests, request.request_id
+
+
+def summary_of(request: ReplayRequest) -> tuple[str, int, int, int, list[str]]:
+    return (
+        request.status,
+        request.found,
+        request.sent,
+        request.failed,
+        sorted(e["session_id"] for e in request.errors),
+    )
+
+
+@pytest.mark.parametrize(
+    "dies_in",
+    [
+        ("save", 4),  # the status save after the last page: every session was replayed
+        ("save", 3),  # the progress save of the second page
+        ("resend", 5),  # half-way through the second page, before its progress was saved
+        ("mark_replayed", 2),  # after sending the second session, before marking it
+        ("save_summary", 3),  # after marking the third, before its summary said replayed
+    ],
+)
+def test_a_bulk_replay_run_again_reports_the_totals_of_one_run(world, dies_in) -> None:
+    once = bulk_world(world)
+    clean = run_bulk_replay(
+        once[1], once[0], InMemoryResender(), InMemorySessionSeeder(), once[2], page_size=3
+    )
+    assert summary_of(clean) == (
+        "completed",
+        7,
+        5,
+        2,
+        ["pay-incomplete-a", "pay-incomplete-b"],
+    )
+
+    archive, requests, request_id = bulk_world(
+        (InMemoryDeadLetterQueue(), InMemoryDeadLetterArchive())
+    )
+    method, nth = dies_in
+    seen: set[str] = set()
+    ports: dict[str, Any] = {
+        "store": requests,
+        "archive": archive,
+        "resender": InMemoryResender(seen_ids=seen),
+    }
+    port = {"save": "store", "resend": "resender"}.get(method, "archive")
+    ports[port] = DiesOnce(ports[port], method, nth)
+    with pytest.raises(Died):
+        run_bulk_replay(
+            ports["store"],
+            ports["archive"],
+            ports["resender"],
+            InMemorySessionSeeder(),
+            request_id,
+            page_size=3,
+        )
+    assert requests.get(request_id).status == "running"
+    again = InMemoryResender(seen_ids=seen)  # the queue's duplicate detection
+
+    rerun = run_bulk_replay(
+        requests, archive, again, InMemorySessionSeeder(), request_id, page_size=3
+    )
+
+    assert summary_of(rerun) == summary_of(clean)
+    replayed = sorted(sid for sid, s in archive.summaries.items() if s.status == "replayed")
+    assert replayed == [f"pay-{n}" for n in range(5)]
+    assert len(seen) == 5 * 3  # each message of each session sent once
