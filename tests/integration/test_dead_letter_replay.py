@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -41,6 +42,7 @@ from shared.domain.archive import (
     replay_session_id,
 )
 from shared.domain.envelope import parse_task_message
+from shared.domain.pipelines import IMPORT_PRODUCT, PRODUCT_IMPORT, import_message
 from shared.domain.products import Product
 from shared.domain.session_state import decode_session_state
 from shared.entrypoints.dead_letters import (
@@ -51,8 +53,9 @@ from shared.entrypoints.dead_letters import (
     request_replay,
 )
 from shared.service_layer.dead_letters import archive_dead_letters
+from shared.service_layer.import_tasks import import_product
 from shared.service_layer.orders import submit_order
-from shared.service_layer.processor import Outcome
+from shared.service_layer.processor import FailurePolicy, Outcome, SessionProcessor
 from shared.service_layer.replay import replay_session
 
 from .conftest import POOL_LOCK_SECONDS, ServiceBusEmulator, SmtpInbox
@@ -62,6 +65,7 @@ from .servicebus import (
     dead_letter_session,
     get_session_state,
     receive_session,
+    received,
     send_interleaved,
     send_tasks,
     tasks,
@@ -229,6 +233,7 @@ import json, os, sys
 from shared.bootstrap import Container
 from shared.config import Settings
 from shared.service_layer.dead_letters import archive_dead_letters
+from shared.service_layer.import_tasks import import_product
 
 class DiesAfterTheRowWrite:
     def __init__(self, archive):
@@ -532,6 +537,171 @@ def test_bulk_replay_through_the_storage_queue_replays_every_matching_session(
         )
         == []
     )
+
+
+# -- import sessions: only the bad rows are dead-lettered, the rest are imported ------------
+
+
+class CatalogDownFor:
+    """The real catalog, unreachable for some SKUs: an outage that hits rows 3 and 7."""
+
+    def __init__(self, catalog: TableProductCatalog, skus: set[str]) -> None:
+        self._catalog = catalog
+        self._skus = skus
+
+    def find(self, skus: Any) -> Any:
+        return self._catalog.find(skus)
+
+    def upsert(self, product: Product) -> None:
+        if product.sku in self._skus:
+            raise ConnectionError("the catalog table cannot be reached")
+        self._catalog.upsert(product)
+
+
+def failed_import_session(
+    container: Container,
+    servicebus_client: ServiceBusClient,
+    session_runner: SessionRunner,
+    catalog: TableProductCatalog,
+    queue: str,
+    *,
+    bad_rows: tuple[int, ...] = (3, 7),
+    rows: int = 10,
+) -> tuple[str, list[str]]:
+    """An import session of ``rows`` rows run by the import processor while the catalog was
+    down for ``bad_rows``: those are dead-lettered (ContinueOnFailure), the others imported,
+    and the dead letters archived. Returns the session id and the rows' SKUs."""
+    sid, job = unique("import"), unique("job")
+    skus = [f"{unique('SKU')}-{step}" for step in range(1, rows + 1)]
+    messages = [
+        import_message(
+            job,
+            step,
+            is_last=step == rows,
+            row={"sku": sku, "name": f"Row {step}", "price": "9.50", "currency": "EUR"},
+        )
+        for step, sku in enumerate(skus, start=1)
+    ]
+    send_tasks(servicebus_client, queue, sid, messages)
+    during_outage = SessionProcessor(
+        pipeline=PRODUCT_IMPORT,
+        tasks={
+            IMPORT_PRODUCT: partial(
+                import_product, CatalogDownFor(catalog, {skus[n - 1] for n in bad_rows})
+            )
+        },
+        policy=FailurePolicy.CONTINUE_ON_FAILURE,
+        retry=container.retry_policy,
+        journal=container.archive,
+    )
+    results = session_runner.run(queue, sid, during_outage)
+    outcomes = [r.outcome for r in results]  # type: ignore[union-attr]
+    assert outcomes.count(Outcome.COMPLETED) == rows - len(bad_rows)
+    assert outcomes.count(Outcome.DEAD_LETTERED) == len(bad_rows)
+    assert get_session_state(servicebus_client, queue, sid) is None  # row 10 cleared it
+    archive_all(container, queue, expected=len(bad_rows))
+    return sid, skus
+
+
+def test_an_import_session_with_bad_rows_is_replayed_without_force_and_closes_its_session(
+    make_container: Callable[..., Container],
+    servicebus_client: ServiceBusClient,
+    servicebus_emulator: ServiceBusEmulator,
+    session_runner: SessionRunner,
+    table_service_client: TableServiceClient,
+    session_queue: str,
+) -> None:
+    container = make_container()
+    use_container(container)
+    catalog = TableProductCatalog(table_service_client.get_table_client(PRODUCTS_TABLE))
+    sid, skus = failed_import_session(
+        container, servicebus_client, session_runner, catalog, session_queue
+    )
+    summary = container.archive.get_summary(sid)
+    assert (summary.message_count, summary.has_last) == (2, False)  # row 10 was imported
+
+    accepted = _document(
+        replay_failed_session(
+            _http(
+                "POST",
+                f"failed-sessions/{sid}/replay",
+                route_params={"session_id": sid},
+                headers={"Idempotency-Key": "catalog-is-back"},
+            )
+        ),
+        202,
+    )
+
+    new_session = replay_session_id(sid, "catalog-is-back")
+    assert accepted["new_session_id"] == new_session
+    rows = container.archive.list_session(sid)
+    with servicebus_client.get_queue_receiver(session_queue, session_id=new_session) as receiver:
+        sent = [received(m) for m in receiver.peek_messages(max_message_count=10)]
+    assert [parse_task_message(m.body).step for m in sent] == [3, 7]
+    assert [m.message_id for m in sent] == [f"{new_session}:{r.row_key}" for r in rows]
+    assert sent[0].body == rows[0].body  # as it was
+    # The last one sent closes the new session: is_last, in the body and the properties.
+    assert [parse_task_message(m.body).is_last for m in sent] == [False, True]
+    assert [m.application_properties["is_last"] for m in sent] == [False, True]
+    seeded = decode_session_state(get_session_state(servicebus_client, session_queue, new_session))
+    assert seeded is not None and seeded.next_step == 3
+
+    resumed = session_runner.run(session_queue, new_session, container.import_processor)
+
+    assert [r.outcome for r in resumed] == [Outcome.COMPLETED] * 2  # type: ignore[union-attr]
+    assert sorted(catalog.find([skus[2], skus[6]])) == sorted([skus[2], skus[6]])
+    assert get_session_state(servicebus_client, session_queue, new_session) is None
+    assert container.archive.get_summary(sid).status == "replayed"
+    counts = servicebus_emulator.counts(session_queue)
+    assert (counts["active"], counts["dead_lettered"]) == (0, 0)
+
+
+def test_bulk_replay_by_reason_replays_an_import_session(
+    make_container: Callable[..., Container],
+    servicebus_client: ServiceBusClient,
+    session_runner: SessionRunner,
+    table_service_client: TableServiceClient,
+    storage_settings: StorageConnectionSettings,
+    session_queue: str,
+) -> None:
+    container = make_container()
+    use_container(container)
+    catalog = TableProductCatalog(table_service_client.get_table_client(PRODUCTS_TABLE))
+    sid, _ = failed_import_session(
+        container, servicebus_client, session_runner, catalog, session_queue
+    )
+    reason = container.archive.get_summary(sid).reason
+    assert reason == "UnhandledError"
+
+    accepted = _document(
+        request_replay(_http("POST", "replays", body={"queue": session_queue, "reason": reason})),
+        202,
+    )
+    queue = QueueClient.from_connection_string(
+        storage_settings.connection_string or "",
+        container.settings.replay_queue_name,
+        message_decode_policy=TextBase64DecodePolicy(),
+    )
+    [message] = list(queue.receive_messages(max_messages=32))
+    replay_requests(func.QueueMessage(id=message.id, body=message.content.encode()))
+    queue.delete_message(message)
+
+    request_id = accepted["request_id"]
+    progress = _document(
+        get_replay(_http("GET", f"replays/{request_id}", route_params={"request_id": request_id})),
+        200,
+    )
+    assert (progress["status"], progress["found"], progress["sent"], progress["failed"]) == (
+        "completed",
+        1,
+        1,
+        0,
+    )
+    new_session = replay_session_id(sid, f"bulk:{request_id}")
+    replayed = receive_session(servicebus_client, session_queue, new_session)
+    assert [parse_task_message(m.body).step for m in replayed] == [3, 7]
+    assert parse_task_message(replayed[-1].body).is_last
+    assert container.archive.get_summary(sid).status == "replayed"
 
 
 # -- a purchase that failed at ProcessPayment, replayed once the provider is back ------------
