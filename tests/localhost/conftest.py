@@ -27,7 +27,7 @@ SESSION_QUEUES = (
     "sessions-state",
     "sessions-manual",
 )
-PLAIN_QUEUES = ("plain-tasks",)
+PLAIN_QUEUES = ("plain-tasks", "plain-concurrency")
 
 FAST_HOST_JSON: dict[str, Any] = {
     "version": "2.0",

@@ -235,3 +235,16 @@ def test_a_plain_queue_message_is_passed_as_the_sdk_type_and_completed(
     assert {c["type"] for c in calls} == {"ServiceBusReceivedMessage"}
     with client.get_queue_receiver("plain-tasks", max_wait_time=1) as receiver:
         assert not receiver.peek_messages(max_message_count=1)
+
+
+def test_no_more_plain_messages_at_once_than_max_concurrent_calls(
+    start: Callable[..., LocalHost], client: ServiceBusClient, seen: Any
+) -> None:
+    send(client, "plain-concurrency", *({"n": n, "sleep": 1} for n in range(6)))
+    start("plain_tasks", "plain-concurrency", maxConcurrentCalls=2)
+    wait_for(lambda: len(seen.of("plain_tasks")) == 6, timeout=20, what="six invocations")
+    # Two at a time: neither the limit ignored (up to 6) nor the calls run one by one.
+    assert seen.max_in_flight == 2
+    assert sorted(c["sequence"] for c in seen.of("plain_tasks")) == list(range(6))
+    with client.get_queue_receiver("plain-concurrency", max_wait_time=1) as receiver:
+        assert not receiver.peek_messages(max_message_count=1)
