@@ -17,7 +17,8 @@ FAILED = "failed"
 
 def import_progress_observer(progress: ImportProgress) -> Observer:
     """Records each row's outcome before its message is settled. A redelivery of a finished
-    row records nothing; a re-recorded row overwrites itself (upsert), so counts stay exact."""
+    row records nothing; a re-recorded row overwrites itself (upsert), and so does its replay,
+    so counts stay exact."""
 
     def observe(
         incoming: IncomingMessage,
@@ -32,9 +33,12 @@ def import_progress_observer(progress: ImportProgress) -> Observer:
         if not isinstance(job_id, str):
             return  # nothing says which import this unreadable message belonged to
         step = message.step if message else properties.get("step")
+        # A replayed row (replay_of: its original session) overwrites its first outcome, so a
+        # row that failed and then imported on replay counts once, as imported.
+        original = properties.get("replay_of")
         progress.record(
             job_id,
-            incoming.session_id,
+            original if isinstance(original, str) and original else incoming.session_id,
             step if isinstance(step, int) and not isinstance(step, bool) else None,
             status=IMPORTED if outcome is Outcome.COMPLETED else FAILED,
             reason=reason,

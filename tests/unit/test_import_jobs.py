@@ -76,3 +76,31 @@ def test_re_sends_of_retried_spark_tasks_do_not_keep_a_job_pending_forever() -> 
     status = import_job_status("cat-1", resent, {"imported": 8})
 
     assert (status.status, status.rows_pending, status.rows_sent) == ("completed", 0, 11)
+
+
+def test_a_row_that_failed_then_imported_on_replay_counts_once_as_imported() -> None:
+    from shared.domain.pipelines import import_message
+    from shared.service_layer.imports import import_progress_observer
+    from shared.service_layer.processor import IncomingMessage, Outcome
+
+    progress = InMemoryImportProgress()
+    observe = import_progress_observer(progress)
+    row = import_message("job-9", 3, is_last=False, row={"sku": "A"})
+    props = dict(row.application_properties())
+
+    observe(
+        IncomingMessage(row.to_json(), "job-9-0000", application_properties=props),
+        row,
+        Outcome.DEAD_LETTERED,
+        "X",
+    )
+    assert progress.counts("job-9") == {"failed": 1}
+    replayed = {**props, "replay_of": "job-9-0000"}
+    observe(
+        IncomingMessage(row.to_json(), "replay-1", application_properties=replayed),
+        row,
+        Outcome.COMPLETED,
+        None,
+    )
+
+    assert progress.counts("job-9") == {"imported": 1}
