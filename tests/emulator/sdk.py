@@ -59,11 +59,15 @@ class Queues:
     duplicates: str = "conformance-duplicates"  # RequiresDuplicateDetection
     short_lock: str = "conformance-short-lock"  # LockDuration PT5S, MaxDeliveryCount 3
     expiring: str = "conformance-expiring"  # DefaultMessageTimeToLive PT3S, dead-letter on expiry
+    forward_dead_letters: str = "conformance-forward-dead-letters"  # dead letters -> the next
+    dead_letter_target: str = "conformance-dead-letter-target"
+    duplicates_short_window: str = "conformance-duplicates-short-window"  # window PT20S
 
 
 SHORT_LOCK_SECONDS = 5
 MAX_DELIVERY_COUNT = 3
 DEFAULT_TTL_SECONDS = 3
+SHORT_DUPLICATE_WINDOW_SECONDS = 20  # the least Service Bus accepts
 
 
 @dataclass(frozen=True)

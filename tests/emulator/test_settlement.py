@@ -252,3 +252,33 @@ async def test_a_deferred_message_can_be_dead_lettered(bus: Bus, queues: Queues)
         assert dead_letter.dead_letter_reason == "Gave up"
         assert dead_letter.dead_letter_error_description == "deferred"
         assert dead_letter.sequence_number == message.sequence_number
+
+
+async def test_dead_letters_are_forwarded_where_forward_dead_lettered_messages_to_says(
+    bus: Bus, queues: Queues
+) -> None:
+    """ForwardDeadLetteredMessagesTo: a dead letter goes to the other queue as an active
+    message, and nothing is left in the first queue's dead-letter sub-queue."""
+    tag = new_tag()
+    await bus.send(queues.forward_dead_letters, tagged(tag, body="forward me"))
+
+    async with bus.receiver(queues.forward_dead_letters) as receiver:
+        (message,) = await receive_tagged(receiver, tag, 1)
+        await result(
+            receiver.dead_letter_message(message, reason="Forwarded", error_description="away")
+        )
+        assert await receive_tagged(receiver, tag, 1, timeout=1) == []
+
+    async with bus.receiver(queues.dead_letter_target) as target:
+        (peeked,) = await peek_tagged(target, tag)
+        assert peeked.state == ServiceBusMessageState.ACTIVE
+        (forwarded,) = await receive_tagged(target, tag, 1)
+        assert body_of(forwarded) == b"forward me"
+        assert forwarded.message_id == message.message_id
+        await result(target.complete_message(forwarded))
+
+    async with bus.receiver(
+        queues.forward_dead_letters, sub_queue=ServiceBusSubQueue.DEAD_LETTER
+    ) as dead:
+        assert await peek_tagged(dead, tag) == []
+        assert await receive_tagged(dead, tag, 1, timeout=1) == []
