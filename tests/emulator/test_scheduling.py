@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 
 import pytest
 from azure.servicebus import ServiceBusMessageState, ServiceBusReceiveMode, ServiceBusSubQueue
 
 from .sdk import (
     DEFAULT_TTL_SECONDS,
+    SHORT_DUPLICATE_WINDOW_SECONDS,
     Bus,
     Queues,
     body_of,
@@ -126,3 +128,26 @@ async def test_queues_without_duplicate_detection_keep_every_copy(bus: Bus, queu
     ) as receiver:
         received = await receive_tagged(receiver, tag, 2)
         assert [body_of(m) for m in received] == [b"one", b"two"]
+
+
+async def test_a_duplicate_is_accepted_again_once_the_window_has_passed(
+    bus: Bus, queues: Queues
+) -> None:
+    """DuplicateDetectionHistoryTimeWindow PT20S (the least Service Bus accepts): the same
+    message id is dropped inside the window and accepted after it, which starts a new one."""
+    tag = new_tag()
+    message_id = f"order-{tag}"
+    async with bus.sender(queues.duplicates_short_window) as sender:
+        await result(sender.send_messages(tagged(tag, body="first", message_id=message_id)))
+        await result(sender.send_messages(tagged(tag, body="inside", message_id=message_id)))
+        window_over = time.monotonic() + SHORT_DUPLICATE_WINDOW_SECONDS + 2
+        await asyncio.sleep(window_over - time.monotonic())
+        await result(sender.send_messages(tagged(tag, body="after", message_id=message_id)))
+        await result(sender.send_messages(tagged(tag, body="after-again", message_id=message_id)))
+
+    async with bus.receiver(
+        queues.duplicates_short_window, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
+    ) as receiver:
+        received = await receive_tagged(receiver, tag, 2)
+        assert [body_of(m) for m in received] == [b"first", b"after"]
+        assert await receive_tagged(receiver, tag, 1, timeout=1) == []
