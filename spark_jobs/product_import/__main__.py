@@ -2,20 +2,23 @@
 --queue NAME --connection-setting ServiceBusConnection [--storage-setting AzureWebJobsStorage]
 [--rejects-path DIR]
 
-Connection strings are read from the environment variables the settings name (the Functions
-convention), never passed on the command line. Prints the manifest as JSON.
+The settings name connections as Functions bindings do, read from the environment, never
+passed on the command line: ``NAME`` holds a connection string, or
+``NAME__fullyQualifiedNamespace`` (Service Bus) / ``NAME__accountName`` (storage) select an
+identity-based connection (see connections.py). Prints the manifest as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from shared.config import StorageConnectionSettings
+
     from .manifest import JobManifest
 
 
@@ -38,8 +41,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    connection_string = os.environ[args.connection_setting]  # fails at once, by name
-    storage = os.environ[args.storage_setting] if args.storage_setting else None
+    from .connections import service_bus_settings, storage_settings
+
+    # Both fail at once, naming the settings, before Spark starts.
+    service_bus = service_bus_settings(args.connection_setting)
+    storage = storage_settings(args.storage_setting) if args.storage_setting else None
 
     from pyspark.sql import SparkSession
 
@@ -55,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         fmt=args.format,
         job_id=args.job_id,
         queue_name=args.queue,
-        connection_string=connection_string,
+        service_bus=service_bus,
         sessions=args.sessions,
         rejects_path=args.rejects_path,
     )
@@ -65,15 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def save_manifest(storage_connection: str, manifest: JobManifest) -> None:
-    # Tables only: the wheel installs azure-data-tables, not the blob and queue clients that
-    # shared.adapters.azure_clients imports.
-    from azure.data.tables import TableServiceClient
+def save_manifest(storage: StorageConnectionSettings, manifest: JobManifest) -> None:
+    """Save the manifest to the importjobs table, with the app's table client (a connection
+    string, UseDevelopmentStorage=true included, or the storage account with a credential)."""
+    from shared.adapters.azure_clients import table_service
 
     from .manifest import IMPORT_JOBS_TABLE, TableManifestStore
 
-    # The SDK reads UseDevelopmentStorage=true (Azurite) only without a trailing ';'.
-    service = TableServiceClient.from_connection_string(storage_connection.strip().rstrip(";"))
+    service = table_service(storage)
     service.create_table_if_not_exists(IMPORT_JOBS_TABLE)
     TableManifestStore(service.get_table_client(IMPORT_JOBS_TABLE)).save(manifest)
 

@@ -30,6 +30,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from shared.config import ServiceBusConnectionSettings
+
 from .manifest import JobManifest
 from .sending import SendOptions, send_partition
 
@@ -234,13 +236,14 @@ def run_import(
     fmt: str,
     job_id: str,
     queue_name: str,
-    connection_string: str,
+    service_bus: ServiceBusConnectionSettings,
     sessions: int | None = None,
     rejects_path: str | None = None,
     options: SendOptions | None = None,
 ) -> ImportResult:
-    """Read, check, number, split and send one catalogue. Returns the manifest (rows read,
-    rejected, sent; sessions and their message counts) and the rejects DataFrame."""
+    """Read, check, number, split and send one catalogue to ``queue_name`` through the
+    ``service_bus`` connection. Returns the manifest (rows read, rejected, sent; sessions and
+    their message counts) and the rejects DataFrame."""
     numbered = number_rows(read_catalogue(spark, input_path, fmt)).persist()
     rows_read = numbered.count()
     valid, rejects = validate(numbered)
@@ -267,7 +270,7 @@ def run_import(
     send = send_partition(
         job_id=job_id,
         queue_name=queue_name,
-        connection_string=connection_string,
+        connection=service_bus,
         options=options or SendOptions(),
         sent=sent,
     )

@@ -17,14 +17,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSender
+from azure.servicebus import ServiceBusMessage, ServiceBusSender
 from azure.servicebus.exceptions import (
     MessageSizeExceededError,
     ServiceBusConnectionError,
     ServiceBusError,
 )
 
+from shared.adapters.azure_clients import service_bus_client
 from shared.adapters.servicebus_sender import to_service_bus_message
+from shared.config import ServiceBusConnectionSettings
 from shared.domain.pipelines import import_message
 
 log = logging.getLogger("spark_jobs.product_import.sending")
@@ -112,10 +114,19 @@ def send_rows(
 
 
 def send_partition(
-    *, job_id: str, queue_name: str, connection_string: str, options: SendOptions, sent: Any
+    *,
+    job_id: str,
+    queue_name: str,
+    connection: ServiceBusConnectionSettings,
+    options: SendOptions,
+    sent: Any,
 ) -> Callable[[Iterable[Any]], None]:
     """The function ``foreachPartition`` runs: one client per partition; adds the number of
-    messages sent to the ``sent`` accumulator."""
+    messages sent to the ``sent`` accumulator.
+
+    Only the settings (plain data) travel to the executors, never a client or a credential
+    (they hold connections, locks and tokens): each partition builds its client, and for an
+    identity-based connection its DefaultAzureCredential, on the executor."""
 
     def run(rows: Iterable[Any]) -> None:
         iterator = iter(rows)
@@ -123,7 +134,7 @@ def send_partition(
         if first is None:
             return
         with (
-            ServiceBusClient.from_connection_string(connection_string) as client,
+            service_bus_client(connection) as client,
             client.get_queue_sender(queue_name) as sender,
         ):
             sent.add(send_rows(sender, job_id, _chain(first, iterator), options))

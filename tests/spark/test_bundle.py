@@ -18,8 +18,16 @@ jobs = pytest.importorskip("databricks.bundles.jobs")
 BUNDLE = Path(__file__).resolve().parents[2] / "spark_jobs"
 
 
-def load_bundle(target: str) -> dict[str, Any]:
-    """databricks.yml with its includes merged and the target's overrides applied."""
+# What a deploy passes with --var (the values of azd env get-value).
+DEPLOY_VARS = {
+    "servicebus_namespace": "sb-shop.servicebus.windows.net",
+    "storage_account_name": "stshop",
+}
+
+
+def load_bundle(target: str, deploy_vars: dict[str, str] = DEPLOY_VARS) -> dict[str, Any]:
+    """databricks.yml with its includes merged, the target's overrides and the ``--var``
+    values applied; a variable without a default needs a ``--var``, as in a deploy."""
     root = yaml.safe_load((BUNDLE / "databricks.yml").read_text())
     for pattern in root.get("include", []):
         for path in sorted(glob.glob(str(BUNDLE / pattern))):
@@ -28,6 +36,10 @@ def load_bundle(target: str) -> dict[str, Any]:
                 root.setdefault("resources", {}).setdefault(kind, {}).update(items)
     variables = {name: spec.get("default") for name, spec in root.get("variables", {}).items()}
     variables.update(root["targets"][target].get("variables", {}))
+    variables.update(deploy_vars)
+    missing = [name for name, value in variables.items() if value is None]
+    if missing:
+        raise KeyError(f"no value for the bundle variable(s) {', '.join(missing)}")
     return _substitute(
         root,
         {
@@ -82,10 +94,38 @@ def test_the_job_runs_the_wheels_entry_point_with_arguments_the_cli_accepts() ->
     assert "product_import_wheel" in bundle["artifacts"]
 
 
-def test_the_connection_strings_come_from_the_secret_scope() -> None:
-    bundle = load_bundle("prod")
-    cluster = bundle["resources"]["jobs"]["product_import"]["job_clusters"][0]["new_cluster"]
+@pytest.mark.parametrize("target", ["dev", "prod"])
+def test_the_connections_are_identity_based_with_the_service_principal_of_the_secret_scope(
+    target: str,
+) -> None:
+    # The namespace has local (SAS) auth off and the storage account shared keys off.
+    bundle = load_bundle(target)
+    env = bundle["resources"]["jobs"]["product_import"]["job_clusters"][0]["new_cluster"][
+        "spark_env_vars"
+    ]
 
-    assert cluster["spark_env_vars"]["ServiceBusConnection"] == (
-        "{{secrets/servicebus-pipelines/servicebus-connection}}"
-    )
+    assert env == {
+        "ServiceBusConnection__fullyQualifiedNamespace": "sb-shop.servicebus.windows.net",
+        "AzureWebJobsStorage__accountName": "stshop",
+        "AZURE_CLIENT_ID": "{{secrets/servicebus-pipelines/azure-client-id}}",
+        "AZURE_TENANT_ID": "{{secrets/servicebus-pipelines/azure-tenant-id}}",
+        "AZURE_CLIENT_SECRET": "{{secrets/servicebus-pipelines/azure-client-secret}}",
+    }
+
+
+def test_the_namespace_and_the_storage_account_must_be_given_at_deploy() -> None:
+    with pytest.raises(KeyError, match="servicebus_namespace, storage_account_name"):
+        load_bundle("prod", deploy_vars={})
+
+
+@pytest.mark.parametrize("target", ["dev", "prod"])
+def test_the_job_sends_to_the_import_queue_that_infra_creates(target: str) -> None:
+    main_bicep = (BUNDLE.parent / "infra" / "main.bicep").read_text()
+    infra_queue = re.search(r"param importQueueName string = '([^']+)'", main_bicep)
+    bundle = load_bundle(target)
+    parameters = bundle["resources"]["jobs"]["product_import"]["tasks"][0]["python_wheel_task"][
+        "parameters"
+    ]
+
+    assert infra_queue
+    assert parameters[parameters.index("--queue") + 1] == infra_queue.group(1)

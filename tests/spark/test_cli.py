@@ -8,7 +8,7 @@ import pytest
 
 from localdev.azurite import run_azurite
 from shared.adapters.azure_clients import table_service
-from shared.config import StorageConnectionSettings
+from shared.config import ConfigurationError, StorageConnectionSettings
 from spark_jobs.product_import.__main__ import main
 from spark_jobs.product_import.manifest import IMPORT_JOBS_TABLE, TableManifestStore
 
@@ -44,6 +44,7 @@ def test_the_cli_prints_and_saves_the_manifest(spark, tmp_path, monkeypatch, cap
 
 def test_a_missing_connection_setting_fails_with_its_name(monkeypatch) -> None:
     monkeypatch.delenv("NoSuchSetting", raising=False)
-    with pytest.raises(KeyError, match="NoSuchSetting"):
+    monkeypatch.delenv("NoSuchSetting__fullyQualifiedNamespace", raising=False)
+    with pytest.raises(ConfigurationError, match="NoSuchSetting"):
         main(["--input", "x", "--format", "csv", "--job-id", "j", "--queue", "q",
               "--connection-setting", "NoSuchSetting"])  # fmt: skip

@@ -60,18 +60,19 @@ def test_getting_an_unknown_job_raises(table) -> None:
 
 
 @pytest.mark.integration
-def test_saving_the_manifest_needs_neither_pyspark_nor_the_blob_and_queue_clients(
+def test_saving_the_manifest_needs_no_pyspark_and_reads_the_storage_setting_by_name(
     azurite_connection_string: str,
 ) -> None:
-    # The wheel installs azure-data-tables only; the driver saves the manifest after Spark ran.
+    # The driver saves the manifest after Spark ran, with the settings the CLI read.
     import subprocess
     import sys
 
-    blocked = ("pyspark", "azure.storage.blob", "azure.storage.queue")
-    code = "import os, sys\n" + "".join(f"sys.modules[{name!r}] = None\n" for name in blocked)
+    code = "import sys\nsys.modules['pyspark'] = None\n"
     code += "from spark_jobs.product_import.__main__ import save_manifest\n"
+    code += "from spark_jobs.product_import.connections import storage_settings\n"
     code += "from spark_jobs.product_import.manifest import JobManifest\n"
-    code += "save_manifest(os.environ['STORAGE'], JobManifest('no-blob', 'q', 3, 1, 2))\n"
+    code += "manifest = JobManifest('no-blob', 'q', 3, 1, 2)\n"
+    code += "save_manifest(storage_settings('STORAGE'), manifest)\n"
     env = {**os.environ, "STORAGE": azurite_connection_string}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
 

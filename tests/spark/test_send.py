@@ -10,6 +10,7 @@ import pytest
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient
 from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusConnectionError
 
+from shared.config import ServiceBusConnectionSettings
 from spark_jobs.product_import.job import assign_sessions, number_rows, read_catalogue, run_import
 from spark_jobs.product_import.job import validate as split_rejects
 from spark_jobs.product_import.sending import SendOptions, send_partition, send_with_retry
@@ -116,7 +117,7 @@ def test_every_valid_row_arrives_once_in_order_with_last_markers(
         fmt=fmt,
         job_id=job_id,
         queue_name=QUEUE,
-        connection_string=connection_string,
+        service_bus=ServiceBusConnectionSettings(connection_string=connection_string),
         sessions=3,
         rejects_path=str(tmp_path / "rejects"),
     )
@@ -146,7 +147,7 @@ def test_a_rerun_of_the_same_job_sends_nothing_twice(spark, connection_string, t
             fmt="csv",
             job_id="rerun",
             queue_name=QUEUE,
-            connection_string=connection_string,
+            service_bus=ServiceBusConnectionSettings(connection_string=connection_string),
             sessions=2,
         )
 
@@ -172,7 +173,7 @@ def test_a_retried_task_sends_nothing_twice(spark, connection_string, tmp_path) 
     send = send_partition(
         job_id="retry",
         queue_name=QUEUE,
-        connection_string=connection_string,
+        connection=ServiceBusConnectionSettings(connection_string=connection_string),
         options=SendOptions(),
         sent=sent,
     )
