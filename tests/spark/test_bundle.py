@@ -113,6 +113,12 @@ def test_the_connections_are_identity_based_with_the_service_principal_of_the_se
     }
 
 
+@pytest.mark.parametrize("target", ["dev", "prod"])
+def test_the_workspace_host_comes_from_the_environment_not_the_bundle(target: str) -> None:
+    # The CLI refuses a bundle host that differs from DATABRICKS_HOST ("config host mismatch").
+    assert "host" not in load_bundle(target)["targets"][target].get("workspace", {})
+
+
 def test_the_namespace_and_the_storage_account_must_be_given_at_deploy() -> None:
     with pytest.raises(KeyError, match="servicebus_namespace, storage_account_name"):
         load_bundle("prod", deploy_vars={})
