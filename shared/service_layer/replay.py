@@ -13,14 +13,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from ..domain.archive import (
+    FAILED,
     REPLAYED,
     AlreadyReplayed,
     ArchivedMessage,
+    FailedSession,
     ReplayIncomplete,
     SessionNotArchived,
     pipeline_of,
@@ -219,18 +221,9 @@ def run_bulk_replay(
         updated_at=clock().isoformat(),
     )
     store.save(request)
-    continuation: str | None = None
-    while True:
-        page = archive.list_summaries(
-            queue=request.queue,
-            task=request.task,
-            reason=request.reason,
-            status="failed",
-            page_size=page_size,
-            continuation=continuation,
-        )
+    for items in _matching_pages(archive, request, FAILED, page_size):
         found, sent, failed, errors = request.found, request.sent, request.failed, request.errors
-        for summary in page.items:
+        for summary in items:
             found += 1
             try:
                 # Counted even when nothing is sent now: an earlier run of this request sent
@@ -250,9 +243,6 @@ def run_bulk_replay(
             updated_at=clock().isoformat(),
         )
         store.save(request)
-        continuation = page.continuation
-        if not continuation:
-            break
     request = replace(request, status="completed", updated_at=clock().isoformat())
     store.save(request)
     return request
@@ -262,21 +252,32 @@ def _replayed_under(
     archive: DeadLetterArchive, request: ReplayRequest, key: str, page_size: int
 ) -> int:
     """How many matching sessions an earlier run of the request replayed (whole)."""
-    count = 0
+    return sum(
+        1
+        for items in _matching_pages(archive, request, REPLAYED, page_size)
+        for summary in items
+        if summary.replay_key == key
+    )
+
+
+def _matching_pages(
+    archive: DeadLetterArchive, request: ReplayRequest, status: str, page_size: int
+) -> Iterator[Sequence[FailedSession]]:
+    """The summaries the request's filter selects, with ``status``, a page at a time."""
     continuation: str | None = None
     while True:
         page = archive.list_summaries(
             queue=request.queue,
             task=request.task,
             reason=request.reason,
-            status=REPLAYED,
+            status=status,
             page_size=page_size,
             continuation=continuation,
         )
-        count += sum(1 for summary in page.items if summary.replay_key == key)
+        yield page.items
         continuation = page.continuation
         if not continuation:
-            return count
+            return
 
 
 def mark_bulk_replay_failed(
