@@ -26,8 +26,24 @@ SESSION_QUEUES = (
     "sessions-autocomplete",
     "sessions-state",
     "sessions-manual",
+    "sessions-renew-lock",
+    "sessions-no-renewal",
+    "sessions-release",
+    "sessions-no-release",
 )
-PLAIN_QUEUES = ("plain-tasks", "plain-concurrency")
+PLAIN_QUEUES = (
+    "plain-tasks",
+    "plain-concurrency",
+    "plain-abandon",
+    "plain-defer",
+    "plain-renew-lock",
+    "plain-no-renewal",
+    "plain-manual",
+    "plain-renewal-limit",
+)
+
+# Queues whose lock outlasts the test's checks, so that only the host lets go of a session.
+LONG_LOCK_SECONDS = {"sessions-release": 20, "sessions-no-release": 20}
 
 FAST_HOST_JSON: dict[str, Any] = {
     "version": "2.0",
@@ -53,7 +69,7 @@ def emulator_config() -> dict[str, Any]:
             "Name": name,
             "Properties": {
                 "RequiresSession": sessions,
-                "LockDuration": f"PT{LOCK_DURATION_SECONDS}S",
+                "LockDuration": f"PT{LONG_LOCK_SECONDS.get(name, LOCK_DURATION_SECONDS)}S",
                 "MaxDeliveryCount": 10,
                 "DeadLetteringOnMessageExpiration": False,
                 "DefaultMessageTimeToLive": "PT1H",

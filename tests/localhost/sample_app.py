@@ -58,9 +58,11 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 def _run_command(
     name: str, message: ServiceBusReceivedMessage, actions: ServiceBusMessageActions
 ) -> None:
-    """The body is JSON: {"n": sequence, "sleep": seconds, "fail_times": k (raise on the
-    first k deliveries), "state": "get"|"clear"|<text to set>, "settle": "complete"|
-    "complete_twice"|"deadletter"}."""
+    """The body is JSON: {"n": sequence, "sleep": seconds, "renew_every": seconds (while
+    sleeping, renew the message lock, or the session lock on a session, that often),
+    "fail_times": k (raise on the first k deliveries), "state": "get"|"clear"|<text to set>,
+    "settle": "complete"|"complete_twice"|"deadletter"|"abandon"|"defer", "settle_times": k
+    (settle only on the first k deliveries), "release": true (release the session)}."""
     command = json.loads(
         b"".join(message.body) if not isinstance(message.body, bytes) else message.body
     )
@@ -69,13 +71,14 @@ def _run_command(
         "sequence": command.get("n"),
         "delivery_count": message.delivery_count,
         "message_id": message.message_id,
+        "sequence_number": message.sequence_number,
         "type": type(message).__name__,
         "started": time.monotonic(),
     }
     earlier = [c for c in SEEN.of(name) if c["message_id"] == message.message_id]
     SEEN.enter()
     try:
-        time.sleep(command.get("sleep", 0))
+        _sleep(command, message, actions, facts)
         state = command.get("state")
         if state == "get":
             response = actions._client.GetSessionState(  # the class has no getter yet
@@ -87,6 +90,8 @@ def _run_command(
         elif state:
             actions.set_session_state(message.session_id, state.encode())
         settle = command.get("settle")
+        if len(earlier) >= command.get("settle_times", len(earlier) + 1):
+            settle = None
         if settle == "complete":
             actions.complete(message)
         elif settle == "complete_twice":
@@ -99,12 +104,41 @@ def _run_command(
             actions.deadletter(
                 message, deadletter_reason="TestReason", deadletter_error_description="because"
             )
+        elif settle == "abandon":
+            actions.abandon(message)
+        elif settle == "defer":
+            actions.defer(message)
+        if command.get("release"):
+            actions.release_session(message.session_id)
         if len(earlier) < command.get("fail_times", 0):
             facts["raised"] = True
             raise RuntimeError(f"failing delivery {message.delivery_count} on purpose")
     finally:
         SEEN.leave()
         SEEN.add(name, **facts)
+
+
+def _sleep(
+    command: dict[str, Any],
+    message: ServiceBusReceivedMessage,
+    actions: ServiceBusMessageActions,
+    facts: dict[str, Any],
+) -> None:
+    """Sleep ``command["sleep"]`` seconds, renewing the lock every ``renew_every`` seconds;
+    the renewals and their errors go in ``facts``."""
+    end = time.monotonic() + command.get("sleep", 0)
+    every = command.get("renew_every")
+    while (left := end - time.monotonic()) > 0:
+        time.sleep(min(left, every or left))
+        if every and time.monotonic() < end:
+            try:
+                if message.session_id:
+                    actions.renew_session_lock(message.session_id)
+                else:
+                    actions.renew_message_lock(message)
+                facts["renewals"] = facts.get("renewals", 0) + 1
+            except Exception as error:
+                facts.setdefault("renew_errors", []).append(f"{type(error).__name__}: {error}")
 
 
 def _get_state_request(session_id: str) -> Any:

@@ -17,7 +17,7 @@ from azure.servicebus import (
     ServiceBusMessage,
     ServiceBusSubQueue,
 )
-from azure.servicebus.exceptions import OperationTimeoutError
+from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError
 
 from localdev.host import LocalHost
 
@@ -248,3 +248,187 @@ def test_no_more_plain_messages_at_once_than_max_concurrent_calls(
     assert sorted(c["sequence"] for c in seen.of("plain_tasks")) == list(range(6))
     with client.get_queue_receiver("plain-concurrency", max_wait_time=1) as receiver:
         assert not receiver.peek_messages(max_message_count=1)
+
+
+# -- the rest of ServiceBusMessageActions, and the host.json settlement options -----------------
+
+
+def queue_is_empty(client: ServiceBusClient, queue: str) -> bool:
+    with client.get_queue_receiver(queue, max_wait_time=1) as receiver:
+        return not receiver.peek_messages(max_message_count=1)
+
+
+def test_abandon_from_the_function_brings_the_message_back_at_once(
+    start: Callable[..., LocalHost], client: ServiceBusClient, seen: Any
+) -> None:
+    send(client, "plain-abandon", {"n": 0, "settle": "abandon", "settle_times": 1})
+    start("plain_tasks", "plain-abandon", maxConcurrentCalls=1)
+    first, second = wait_for(
+        lambda: len(seen.of("plain_tasks")) == 2 and seen.of("plain_tasks"),
+        timeout=15,
+        what="the abandoned message delivered again",
+    )
+    assert second["delivery_count"] == first["delivery_count"] + 1
+    # Abandoned, not left to its lock: it is back well before the lock would have run out.
+    assert second["started"] - first["at"] < LOCK_DURATION_SECONDS
+    time.sleep(LOCK_DURATION_SECONDS + 1)
+    assert len(seen.of("plain_tasks")) == 2, "the second delivery was not auto-completed"
+    assert queue_is_empty(client, "plain-abandon")
+
+
+def test_defer_from_the_function_leaves_the_message_deferred(
+    start: Callable[..., LocalHost], client: ServiceBusClient, seen: Any
+) -> None:
+    send(client, "plain-defer", {"n": 0, "settle": "defer"})
+    start("plain_tasks", "plain-defer")
+    (call,) = wait_for(lambda: seen.of("plain_tasks"), timeout=15, what="the invocation")
+    time.sleep(LOCK_DURATION_SECONDS + 1)
+    assert len(seen.of("plain_tasks")) == 1, "a deferred message was delivered again"
+    with client.get_queue_receiver("plain-defer", max_wait_time=1) as receiver:
+        (peeked,) = receiver.peek_messages(max_message_count=5)
+        assert peeked.state.name == "DEFERRED"
+        (deferred,) = receiver.receive_deferred_messages([call["sequence_number"]])
+        assert json.loads(str(deferred)) == {"n": 0, "settle": "defer"}
+        receiver.complete_message(deferred)
+    assert queue_is_empty(client, "plain-defer")
+
+
+@pytest.mark.parametrize(
+    ("function", "queue", "renew"),
+    [
+        ("plain_tasks", "plain-renew-lock", True),
+        ("plain_tasks", "plain-no-renewal", False),
+        ("session_tasks", "sessions-renew-lock", True),
+        ("session_tasks", "sessions-no-renewal", False),
+    ],
+)
+def test_the_function_keeps_its_lock_with_renew_lock_when_auto_renewal_is_off(
+    start: Callable[..., LocalHost],
+    client: ServiceBusClient,
+    seen: Any,
+    function: str,
+    queue: str,
+    renew: bool,
+) -> None:
+    """renew_message_lock (plain queue) or renew_session_lock (session) every 0.5 s keeps a
+    message whose function runs 2.5 lock durations; without them (the control), the lock runs
+    out and the message is delivered again, so automatic renewal really is off."""
+    command: dict[str, Any] = {"n": 0, "sleep": 2.5 * LOCK_DURATION_SECONDS}
+    if renew:
+        command["renew_every"] = 0.5
+    sessions = function == "session_tasks"
+    send(client, queue, command, session_id="renew" if sessions else None)
+    start(
+        function,
+        queue,
+        maxAutoLockRenewalDuration="00:00:00",
+        maxConcurrentCalls=2,
+        maxConcurrentSessions=2,
+    )
+    if not renew:
+        first, second = wait_for(
+            lambda: len(seen.of(function)) >= 2 and seen.of(function)[:2],
+            timeout=20,
+            what="the message delivered again after its lock ran out",
+        )
+        assert second["delivery_count"] == first["delivery_count"] + 1
+        return
+    (call,) = wait_for(lambda: seen.of(function), timeout=20, what="the invocation")
+    assert "renew_errors" not in call
+    assert call["renewals"] >= 4
+    time.sleep(LOCK_DURATION_SECONDS + 1)
+    assert len(seen.of(function)) == 1, "the message was delivered again"
+    if sessions:
+        assert no_session_has_messages(client, queue)
+    else:
+        assert queue_is_empty(client, queue)
+
+
+@pytest.mark.parametrize(
+    ("queue", "release"), [("sessions-release", True), ("sessions-no-release", False)]
+)
+def test_release_session_frees_the_session_when_the_invocation_ends(
+    start: Callable[..., LocalHost],
+    client: ServiceBusClient,
+    seen: Any,
+    queue: str,
+    release: bool,
+) -> None:
+    """The host's promise: after release_session, the invocation's message is still settled as
+    usual (auto-completed here) and, once the invocation ends, the host closes its session
+    receiver instead of waiting sessionIdleTimeout for more messages; any receiver can then
+    accept the session, and the host takes it again for a later message. Without release
+    (the control) the host keeps the session for sessionIdleTimeout (30 s). These queues lock
+    for 20 s: with a 2 s lock an idle session's lock runs out in the host (AutoLockRenewer
+    renews 0.75 s before expiry, and the renewal waits behind the idle receive)."""
+    send(client, queue, {"n": 0, "release": release}, session_id="r")
+    start("session_tasks", queue, sessionIdleTimeout="00:00:30", maxConcurrentSessions=1)
+    wait_for(lambda: seen.of("session_tasks"), timeout=15, what="the invocation")
+
+    def accept() -> bool:
+        try:
+            with client.get_queue_receiver(queue, session_id="r", max_wait_time=1) as receiver:
+                assert not receiver.peek_messages(max_message_count=1), "not completed"
+                return True
+        except ServiceBusError:
+            return False
+
+    if not release:
+        time.sleep(3)
+        assert not accept(), "the host let go of a session it was not told to release"
+        return
+    wait_for(accept, timeout=5, what="the released session accepted by another receiver")
+    send(client, queue, {"n": 1}, session_id="r")
+    calls = wait_for(
+        lambda: len(seen.of("session_tasks")) == 2 and seen.of("session_tasks"),
+        timeout=15,
+        what="the host taking the session again",
+    )
+    assert [c["sequence"] for c in calls] == [0, 1]
+    wait_for(lambda: no_session_has_messages(client, queue), what="the second message completed")
+
+
+def test_host_wide_auto_complete_off_leaves_an_unsettled_message_to_its_lock(
+    start: Callable[..., LocalHost], client: ServiceBusClient, seen: Any
+) -> None:
+    """As in the Functions host (the SDK processor with AutoCompleteMessages=false): a message
+    the function did not settle is neither completed nor abandoned, and its lock is no longer
+    renewed once the function returns, so it comes back when the lock runs out."""
+    send(client, "plain-manual", {"n": 0}, {"n": 1, "settle": "complete"})
+    start("plain_tasks", "plain-manual", autoCompleteMessages=False, maxConcurrentCalls=2)
+    unsettled = wait_for(
+        lambda: (
+            len(calls := [c for c in seen.of("plain_tasks") if c["sequence"] == 0]) >= 2 and calls
+        ),
+        timeout=15,
+        what="the unsettled message delivered again",
+    )
+    first, second = unsettled[:2]
+    assert second["delivery_count"] == first["delivery_count"] + 1
+    # Left to its lock, not abandoned: it is back no sooner than the lock allows.
+    assert second["started"] - first["at"] >= LOCK_DURATION_SECONDS - 0.5
+    assert len([c for c in seen.of("plain_tasks") if c["sequence"] == 1]) == 1
+
+
+def test_automatic_renewal_stops_at_max_auto_lock_renewal_duration(
+    start: Callable[..., LocalHost], client: ServiceBusClient, seen: Any
+) -> None:
+    send(client, "plain-renewal-limit", {"n": 0, "sleep": 8})
+    start(
+        "plain_tasks",
+        "plain-renewal-limit",
+        maxAutoLockRenewalDuration="00:00:04",
+        maxConcurrentCalls=2,
+    )
+    first, second = wait_for(
+        lambda: (
+            len(seen.of("plain_tasks")) == 2
+            and sorted(seen.of("plain_tasks"), key=lambda c: c["started"])
+        ),
+        timeout=25,
+        what="the message delivered again once renewal stopped",
+    )
+    assert second["delivery_count"] == first["delivery_count"] + 1
+    # Renewed for 4 s (without renewal it would be back after the 2 s lock), then lost
+    # while the first invocation was still running.
+    assert 4 - 0.5 <= second["started"] - first["started"] < first["at"] - first["started"]
