@@ -392,8 +392,10 @@ def test_host_wide_auto_complete_off_leaves_an_unsettled_message_to_its_lock(
     start: Callable[..., LocalHost], client: ServiceBusClient, seen: Any
 ) -> None:
     """As in the Functions host (the SDK processor with AutoCompleteMessages=false): a message
-    the function did not settle is neither completed nor abandoned, and its lock is no longer
-    renewed once the function returns, so it comes back when the lock runs out."""
+    the function did not settle is neither completed nor abandoned, so it comes back when its
+    lock runs out. (The Functions host also stops renewing the lock when the function returns;
+    this host keeps renewing it up to maxAutoLockRenewalDuration, which a 2 s lock hides
+    because the renewal comes too late: with a 12 s lock the message stays away for minutes.)"""
     send(client, "plain-manual", {"n": 0}, {"n": 1, "settle": "complete"})
     start("plain_tasks", "plain-manual", autoCompleteMessages=False, maxConcurrentCalls=2)
     unsettled = wait_for(
