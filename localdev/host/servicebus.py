@@ -4,7 +4,8 @@ up to maxConcurrentSessions sessions) and plain (up to maxConcurrentCalls at onc
 The host settles as the Functions host does: with autoCompleteMessages (host.json, overridden
 by the function's own setting) it completes after a successful invocation; it abandons after a
 failed one; a message the function settled itself through ``ServiceBusMessageActions`` is left
-alone. Locks are renewed with ``AutoLockRenewer`` up to maxAutoLockRenewalDuration.
+alone. Locks are renewed with ``AutoLockRenewer`` up to maxAutoLockRenewalDuration, and a plain
+message's only while its invocation runs.
 """
 
 from __future__ import annotations
@@ -175,12 +176,18 @@ class ServiceBusListener:
                     self._stopping.wait(_POLL_SECONDS)
                     continue
                 for message in messages:
-                    self._renewer.register(
-                        receiver,
-                        message,
-                        max_lock_renewal_duration=self._options.max_auto_lock_renewal_duration,
+                    # A renewer per message, closed when the invocation ends: a message the
+                    # function left unsettled (autoCompleteMessages false) must not keep its
+                    # lock for maxAutoLockRenewalDuration; it comes back when its lock runs out,
+                    # as with the Functions host. The SDK has no way to unregister one message.
+                    renewer = AutoLockRenewer(
+                        max_lock_renewal_duration=self._options.max_auto_lock_renewal_duration
                     )
-                    self._process(message, receiver, None)
+                    try:
+                        renewer.register(receiver, message)
+                        self._process(message, receiver, None)
+                    finally:
+                        renewer.close(wait=False)
 
     # -- one message ------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError
 
 from localdev.host import LocalHost
 
-from .conftest import FAST_HOST_JSON, LOCK_DURATION_SECONDS, wait_for
+from .conftest import FAST_HOST_JSON, LOCK_DURATION_SECONDS, LONG_LOCK_SECONDS, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -392,23 +392,23 @@ def test_host_wide_auto_complete_off_leaves_an_unsettled_message_to_its_lock(
     start: Callable[..., LocalHost], client: ServiceBusClient, seen: Any
 ) -> None:
     """As in the Functions host (the SDK processor with AutoCompleteMessages=false): a message
-    the function did not settle is neither completed nor abandoned, so it comes back when its
-    lock runs out. (The Functions host also stops renewing the lock when the function returns;
-    this host keeps renewing it up to maxAutoLockRenewalDuration, which a 2 s lock hides
-    because the renewal comes too late: with a 12 s lock the message stays away for minutes.)"""
+    the function did not settle is neither completed nor abandoned, and its lock is no longer
+    renewed once the function returned, so it comes back when its lock runs out (6 s here),
+    not after maxAutoLockRenewalDuration (1 minute)."""
+    lock = LONG_LOCK_SECONDS["plain-manual"]
     send(client, "plain-manual", {"n": 0}, {"n": 1, "settle": "complete"})
     start("plain_tasks", "plain-manual", autoCompleteMessages=False, maxConcurrentCalls=2)
     unsettled = wait_for(
         lambda: (
             len(calls := [c for c in seen.of("plain_tasks") if c["sequence"] == 0]) >= 2 and calls
         ),
-        timeout=15,
+        timeout=lock + 15,
         what="the unsettled message delivered again",
     )
     first, second = unsettled[:2]
     assert second["delivery_count"] == first["delivery_count"] + 1
-    # Left to its lock, not abandoned: it is back no sooner than the lock allows.
-    assert second["started"] - first["at"] >= LOCK_DURATION_SECONDS - 0.5
+    # Left to its lock, not abandoned and not renewed: back after about one lock duration.
+    assert lock - 0.5 <= second["started"] - first["started"] < lock + 5
     assert len([c for c in seen.of("plain_tasks") if c["sequence"] == 1]) == 1
 
 
