@@ -94,6 +94,7 @@ def main() -> int:
     from pyspark.sql import SparkSession
 
     from localdev.servicebus_emulator.testing import run_emulator
+    from shared.config import ServiceBusConnectionSettings
     from spark_jobs.product_import.job import run_import
 
     spark = (
@@ -115,7 +116,9 @@ def main() -> int:
                 fmt="csv",
                 job_id=job_id,
                 queue_name=QUEUE,
-                connection_string=emulator.connection_string,
+                service_bus=ServiceBusConnectionSettings(
+                    connection_string=emulator.connection_string
+                ),
                 sessions=args.sessions,
             )
             seconds = time.perf_counter() - started
