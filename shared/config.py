@@ -65,12 +65,13 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        env = _Reader(os.environ if environ is None else environ)
+        environ = os.environ if environ is None else environ
+        env = _Reader(environ)
         return cls(
             purchase_queue_name=env.required("PURCHASE_QUEUE_NAME"),
             import_queue_name=env.required("IMPORT_QUEUE_NAME"),
-            service_bus=_service_bus(env),
-            storage=_storage(env),
+            service_bus=service_bus_connection(environ=environ),
+            storage=storage_connection(environ=environ),
             tax_rate=env.decimal("ORDER_TAX_RATE", "0.25"),
             shipping_fee=env.decimal("ORDER_SHIPPING_FEE", "4.95"),
             smtp_host=env.optional("SMTP_HOST") or "localhost",
@@ -90,8 +91,13 @@ class Settings:
         )
 
 
-def _service_bus(env: _Reader) -> ServiceBusConnectionSettings:
-    name = SERVICE_BUS_CONNECTION
+def service_bus_connection(
+    name: str = SERVICE_BUS_CONNECTION, environ: Mapping[str, str] | None = None
+) -> ServiceBusConnectionSettings:
+    """The Service Bus connection ``name``, as a Functions binding reads it: a connection
+    string in ``name`` or ``name__fullyQualifiedNamespace`` (identity-based). Raises
+    ``ConfigurationError`` naming the settings when neither is set."""
+    env = _Reader(os.environ if environ is None else environ)
     settings = ServiceBusConnectionSettings(
         connection_string=env.optional(name),
         fully_qualified_namespace=env.optional(f"{name}__fullyQualifiedNamespace"),
@@ -105,8 +111,13 @@ def _service_bus(env: _Reader) -> ServiceBusConnectionSettings:
     return settings
 
 
-def _storage(env: _Reader) -> StorageConnectionSettings:
-    name = STORAGE_CONNECTION
+def storage_connection(
+    name: str = STORAGE_CONNECTION, environ: Mapping[str, str] | None = None
+) -> StorageConnectionSettings:
+    """The storage connection ``name``: a connection string in ``name`` (UseDevelopmentStorage
+    for Azurite) or ``name__accountName`` / ``name__<service>ServiceUri`` (identity-based).
+    Raises ``ConfigurationError`` naming the settings when none is set."""
+    env = _Reader(os.environ if environ is None else environ)
     settings = StorageConnectionSettings(
         connection_string=env.optional(name),
         account_name=env.optional(f"{name}__accountName"),
@@ -117,8 +128,8 @@ def _storage(env: _Reader) -> StorageConnectionSettings:
     )
     if not (settings.connection_string or settings.account_name or settings.table_service_uri):
         raise ConfigurationError(
-            f"Set {name} (a connection string, UseDevelopmentStorage=true for Azurite) or "
-            f"{name}__accountName (identity-based)."
+            f"Set {name} (a connection string, UseDevelopmentStorage=true for Azurite), "
+            f"{name}__accountName or {name}__tableServiceUri (identity-based)."
         )
     return settings
 

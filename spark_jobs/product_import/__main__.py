@@ -5,7 +5,8 @@
 The settings name connections as Functions bindings do, read from the environment, never
 passed on the command line: ``NAME`` holds a connection string, or
 ``NAME__fullyQualifiedNamespace`` (Service Bus) / ``NAME__accountName`` (storage) select an
-identity-based connection (see connections.py). Prints the manifest as JSON.
+identity-based connection (``shared.config.service_bus_connection`` /
+``storage_connection``, as the function app reads its own). Prints the manifest as JSON.
 """
 
 from __future__ import annotations
@@ -41,11 +42,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    from .connections import service_bus_settings, storage_settings
+    from shared.config import service_bus_connection, storage_connection
 
     # Both fail at once, naming the settings, before Spark starts.
-    service_bus = service_bus_settings(args.connection_setting)
-    storage = storage_settings(args.storage_setting) if args.storage_setting else None
+    service_bus = service_bus_connection(args.connection_setting)
+    storage = storage_connection(args.storage_setting) if args.storage_setting else None
 
     from pyspark.sql import SparkSession
 

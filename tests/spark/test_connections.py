@@ -11,7 +11,8 @@ from azure.identity import DefaultAzureCredential
 
 from shared.adapters.azure_clients import service_bus_client, table_service
 from shared.config import ConfigurationError
-from spark_jobs.product_import.connections import service_bus_settings, storage_settings
+from shared.config import service_bus_connection as service_bus_settings
+from shared.config import storage_connection as storage_settings
 from spark_jobs.product_import.sending import SendOptions, send_partition
 
 EMULATOR = (

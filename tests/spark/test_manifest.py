@@ -69,10 +69,10 @@ def test_saving_the_manifest_needs_no_pyspark_and_reads_the_storage_setting_by_n
 
     code = "import sys\nsys.modules['pyspark'] = None\n"
     code += "from spark_jobs.product_import.__main__ import save_manifest\n"
-    code += "from spark_jobs.product_import.connections import storage_settings\n"
+    code += "from shared.config import storage_connection\n"
     code += "from spark_jobs.product_import.manifest import JobManifest\n"
     code += "manifest = JobManifest('no-blob', 'q', 3, 1, 2)\n"
-    code += "save_manifest(storage_settings('STORAGE'), manifest)\n"
+    code += "save_manifest(storage_connection('STORAGE'), manifest)\n"
     env = {**os.environ, "STORAGE": azurite_connection_string}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
