@@ -61,16 +61,10 @@ class SessionState:
         )
 
     def after_skipped_failure(
-        self,
-        step: int,
-        *,
-        task: str = "",
-        reason: str = "",
-        description: str = "",
-        at: datetime | None = None,
+        self, *, task: str, step: int, reason: str, description: str, at: datetime
     ) -> SessionState:
         """ContinueOnFailure: the message is dead-lettered and the session goes on."""
-        skipped = Failure(task, step, reason, description, at.isoformat() if at else "")
+        skipped = Failure(task, step, reason, description, at.isoformat())
         return replace(
             self,
             next_step=max(self.next_step, step + 1),

@@ -236,8 +236,8 @@ class SessionProcessor:
         if self.policy is FailurePolicy.STOP_ON_FAILURE:
             return self._fail(message, incoming, actions, state, reason, description)
         new_state = state.after_skipped_failure(
-            message.step,
             task=message.task,
+            step=message.step,
             reason=reason,
             description=description,
             at=self._clock(),
@@ -313,7 +313,13 @@ class SessionProcessor:
             )
             self._record_failure(incoming, current, new_state)
         else:
-            new_state = current.after_skipped_failure(step if step is not None else 0)
+            new_state = current.after_skipped_failure(
+                task="(unreadable message)",
+                step=step if step is not None else 0,
+                reason=MALFORMED_MESSAGE,
+                description=description,
+                at=self._clock(),
+            )
         self._observe(incoming, None, Outcome.DEAD_LETTERED, MALFORMED_MESSAGE)
         self._write_and_dead_letter(actions, is_last, new_state, MALFORMED_MESSAGE, description)
         return Result(Outcome.DEAD_LETTERED, MALFORMED_MESSAGE, description)
