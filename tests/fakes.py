@@ -206,7 +206,7 @@ class InMemoryDeadLetterArchive:
         self.transactions += used
         return used
 
-    def list_session(self, session_id: str) -> list[ArchivedMessage]:
+    def list_session(self, session_id: str, *, bodies: bool = True) -> list[ArchivedMessage]:
         partition = self.rows.get(session_id, {})
         return [partition[key] for key in sorted(partition)]
 

@@ -51,11 +51,11 @@ class TableDeadLetterArchive:
         entities = [self.entity_of(row) for row in rows]
         return self._upsert_in_transactions(self._rows, entities)
 
-    def list_session(self, session_id: str) -> list[ArchivedMessage]:
+    def list_session(self, session_id: str, *, bodies: bool = True) -> list[ArchivedMessage]:
         entities = self._rows.query_entities(
             "PartitionKey eq @pk", parameters={"pk": session_key(session_id)}
         )
-        rows = [self._row(entity) for entity in entities]
+        rows = [self._row(entity, body=bodies) for entity in entities]
         return sorted(rows, key=lambda row: row.row_key)
 
     def mark_replayed(self, rows: Sequence[ArchivedMessage]) -> None:
@@ -207,18 +207,20 @@ class TableDeadLetterArchive:
             entity["body"] = row.body
         return {key: value for key, value in entity.items() if value is not None}
 
-    def _row(self, entity: dict[str, Any]) -> ArchivedMessage:
-        if entity.get("body_blob"):
+    def _row(self, entity: dict[str, Any], *, body: bool) -> ArchivedMessage:
+        if not body:
+            body_bytes = b""
+        elif entity.get("body_blob"):
             blob_name = entity["body_blob"].split("/", 1)[1]
-            body = self._bodies.download_blob(blob_name).readall()
+            body_bytes = self._bodies.download_blob(blob_name).readall()
         else:
-            body = bytes(entity.get("body") or b"")
+            body_bytes = bytes(entity.get("body") or b"")
         return ArchivedMessage(
             queue=entity["queue"],
             session_id=session_id_of(entity["PartitionKey"]),
             sequence_number=int(entity["RowKey"]),
             message_id=entity.get("message_id"),
-            body=body,
+            body=body_bytes,
             content_type=entity.get("content_type"),
             application_properties=json.loads(entity.get("application_properties") or "{}"),
             reason=entity.get("reason") or "",

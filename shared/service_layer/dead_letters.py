@@ -106,5 +106,5 @@ def _row(letter: DeadLetter, clock: Callable[[], datetime]) -> ArchivedMessage:
 
 
 def _refresh_summary(archive: DeadLetterArchive, session_id: str) -> None:
-    rows = archive.list_session(session_id)
+    rows = archive.list_session(session_id, bodies=False)
     archive.save_summary(summarize(session_id, rows, archive.get_record(session_id)))

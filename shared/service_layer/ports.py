@@ -144,8 +144,9 @@ class DeadLetterArchive(Protocol):
         """Upsert the rows of one session; return how many transactions it took."""
         ...
 
-    def list_session(self, session_id: str) -> list[ArchivedMessage]:
-        """The session's rows in send order; empty when none are archived."""
+    def list_session(self, session_id: str, *, bodies: bool = True) -> list[ArchivedMessage]:
+        """The session's rows in send order; empty when none are archived. With
+        ``bodies=False`` the bodies may be left empty (a summary needs none: no Blob reads)."""
         ...
 
     def mark_replayed(self, rows: Sequence[ArchivedMessage]) -> None: ...

@@ -126,7 +126,8 @@ def replay_session(
             queue,
         )
     # Also when nothing was pending: a run that died after marking the rows left it stale.
-    archive.save_summary(summarize(session_id, archive.list_session(session_id), record))
+    rows_now = archive.list_session(session_id, bodies=False)
+    archive.save_summary(summarize(session_id, rows_now, record))
     return ReplayResult(session_id, new_session_id, queue, sent=len(pending))
 
 
