@@ -20,40 +20,15 @@ from .catalogues import product, write_csv, write_jsonl, write_parquet, write_xl
 QUEUE = "product-import-tasks"
 
 
-def emulator_config() -> dict:
-    return {
-        "UserConfig": {
-            "Namespaces": [
-                {
-                    "Name": "sbemulatorns",
-                    "Queues": [
-                        {
-                            "Name": QUEUE,
-                            "Properties": {
-                                "RequiresSession": True,
-                                "RequiresDuplicateDetection": True,
-                                "DuplicateDetectionHistoryTimeWindow": "PT1H",
-                                "MaxDeliveryCount": 10,
-                                "LockDuration": "PT1M",
-                                "DefaultMessageTimeToLive": "PT1H",
-                                "DeadLetteringOnMessageExpiration": True,
-                                "ForwardTo": "",
-                                "ForwardDeadLetteredMessagesTo": "",
-                            },
-                        }
-                    ],
-                    "Topics": [],
-                }
-            ],
-            "Logging": {"Type": "File"},
-        }
-    }
+# The app's own local config (infra/local/config.json): the import queue exactly as the app
+# and make up get it, duplicate detection included.
+APP_CONFIG = Path(__file__).resolve().parents[2] / "infra" / "local" / "config.json"
 
 
 @pytest.fixture(scope="module")
 def connection_string() -> Iterator[str]:
     testing = pytest.importorskip("localdev.servicebus_emulator.testing")
-    with testing.run_emulator(emulator_config()) as emulator:
+    with testing.run_emulator(APP_CONFIG) as emulator:
         yield emulator.connection_string
 
 
