@@ -9,7 +9,6 @@ import json
 import logging
 import re
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from localdev.api_client import AppClient
 from localdev.stack import HOST_JSON, LocalStack, run_stack
 from shared.adapters.azure_clients import PAYMENTS_TABLE
 from shared.adapters.simulated_payments import TableSimulatedPaymentGateway
+from tests import polling
 
 TASK_MAX_ATTEMPTS = 2
 MAX_CONCURRENT_SESSIONS = 4
@@ -223,12 +223,5 @@ def charged_total(mail: EmailMessage) -> Decimal:
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-    """Poll until ``condition()`` is truthy; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}")
-        time.sleep(0.2)
+    """``tests.polling.wait_for`` at the whole stack's pace (30 s, polls every 0.2 s)."""
+    return polling.wait_for(condition, timeout, what, interval=0.2)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -134,15 +133,3 @@ def run_host() -> Iterator[Callable[..., LocalHost]]:
     yield start
     for host in hosts:
         host.stop()
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
-    """Poll until ``condition()`` is truthy; fail with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}")
-        time.sleep(0.05)

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from localdev.azurite import free_port
 from localdev.host.config import apply_settings, load_settings
-
-from .conftest import wait_for
+from tests.polling import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

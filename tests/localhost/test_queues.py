@@ -11,8 +11,7 @@ import pytest
 from azure.storage.queue import QueueClient
 
 from localdev.host import LocalHost
-
-from .conftest import wait_for
+from tests.polling import wait_for
 
 
 @pytest.fixture

@@ -20,8 +20,9 @@ from azure.servicebus import (
 from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError
 
 from localdev.host import LocalHost
+from tests.polling import wait_for
 
-from .conftest import FAST_HOST_JSON, LOCK_DURATION_SECONDS, LONG_LOCK_SECONDS, wait_for
+from .conftest import FAST_HOST_JSON, LOCK_DURATION_SECONDS, LONG_LOCK_SECONDS
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,7 @@ import pytest
 
 from localdev.host import HostConfigurationError, LocalHost
 from localdev.host.timers import Schedule
-
-from .conftest import wait_for
+from tests.polling import wait_for
 
 
 def test_every_second_schedule_fires_and_run_on_startup_fires_at_once(
