@@ -1,4 +1,4 @@
-// The Function App on Flex Consumption (Linux, Python 3.11). Every connection is identity-based
+// The Function App on Flex Consumption (Linux, Python 3.13). Every connection is identity-based
 // through the user-assigned identity; the only secrets (SMTP) are Key Vault references.
 // FUNCTIONS_WORKER_RUNTIME / FUNCTIONS_EXTENSION_VERSION are not app settings on Flex: the runtime
 // comes from functionAppConfig.runtime.
@@ -119,7 +119,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
       }
       runtime: {
         name: 'python'
-        version: '3.11'
+        version: '3.13'
       }
     }
   }
