@@ -57,10 +57,16 @@ lint: setup
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache
 
-# The whole app locally: Azurite, the Service Bus emulator and the local Functions host.
-.PHONY: up
+# The whole app locally: Azurite, the Service Bus emulator, an SMTP sink and the local
+# Functions host, on the standard ports, with their data kept in .data/ across restarts.
+.PHONY: up reset
 up: $(RUN_DEPS)
-	$(PY) -m localdev.stack
+	@$(PY) -m localdev.up
+
+# Start clean: deletes .data/ (refused while `make up` runs).
+reset: | python
+	@test ! -x $(PY) || $(PY) -m localdev.up --reset
+	@test -x $(PY) || { rm -rf .data && echo "Deleted .data/"; }
 
 # The whole story end to end on this machine: imports a catalogue with the Spark job, submits
 # orders (some designed to fail), archives the dead letters, replays the outage. Exit code 0
