@@ -19,6 +19,7 @@ from typing import Any
 from localdev.azurite import AzuriteError
 from localdev.stack import HOST_JSON, run_stack
 
+from .narration import Narrator
 from .story import DemoAborted, Story
 
 # Settings for the demo (each one is documented in README's settings table): the archive timer
@@ -82,9 +83,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(stack.host.functions)} functions  [{time.monotonic() - started:.0f} s]",
                 flush=True,
             )
-            story = Story(stack, args.log, deadline=started + args.timeout, started=started)
-            ok = story.run()
-            print("\n== Stopping everything the demo started", flush=True)
+            narrator = Narrator(deadline=started + args.timeout, started=started)
+            ok = Story(stack, args.log, narrator).run()
+            print(
+                "\n== Stopping everything the demo started (the host first lets the "
+                "invocations in flight finish)",
+                flush=True,
+            )
     except (DemoAborted, AzuriteError) as error:
         print(f"\nThe demo stopped: {error}\nSee {args.log} for the details.", flush=True)
         return 1
