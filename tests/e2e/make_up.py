@@ -42,10 +42,13 @@ class MakeUp:
         *,
         env: Mapping[str, str] | None = None,
         cwd: Path = REPO_ROOT,
+        settings: Path | None = None,
     ) -> None:
         self.data = DataLayout(data_dir)
         self.lines: list[str] = []
         command = [sys.executable, "-m", "localdev.up", "--data-dir", str(data_dir)]
+        if settings is not None:
+            command += ["--settings", str(settings)]
         self._process = subprocess.Popen(
             [*command, *port_options(ports)],
             cwd=cwd,
