@@ -143,8 +143,8 @@ class Story:
 
     def _run_spark(self, job_id: str) -> catalogue.ImportRun:
         self.tell.say(
-            "   python -m spark_jobs.product_import on local[2]: the JVM and the Spark session "
-            "start first (the slowest part, 20-40 s here), then it reads the CSV and sends the "
+            "   python -m spark_jobs.product_import on local[2]: the JVM and a Spark session "
+            "start first (the slowest part of the demo), then it reads the CSV and sends the "
             f"rows to {self.seen.import_queue} in {IMPORT_SESSIONS} sessions."
         )
         job = catalogue.SparkImport(
@@ -157,9 +157,15 @@ class Story:
             log_file=self.log_file,
         )
 
+        heard = False
+
         def progress() -> str:
+            nonlocal heard
             for line in job.news():
+                heard = True
                 self.tell.say(f"   spark: {line}")
+            if not heard and self.seen.import_status(job_id) is None:
+                return "waiting for Spark to start and read the CSV (nothing sent yet)"
             return "Spark job running; " + self._import_progress(job_id)
 
         try:
@@ -179,9 +185,9 @@ class Story:
         if status is None:
             api = "404 (nothing received yet)"
         else:
-            sent = "?" if status.get("rows_sent") is None else status["rows_sent"]
+            sent = "" if status.get("rows_sent") is None else f"{status['rows_sent']} sent, "
             api = (
-                f"{status['status']}, {sent} sent, {status['rows_imported']} imported, "
+                f"{status['status']}, {sent}{status['rows_imported']} imported, "
                 f"{status['rows_failed']} dead-lettered"
             )
         return f"GET /api/imports/{job_id}: {api}; {waiting} rows waiting on the queue"
