@@ -1,4 +1,4 @@
-"""Service Bus SQL filters and SQL rule actions, on in-memory messages.
+"""Service Bus SQL filters, SQL rule actions and correlation filters, on in-memory messages.
 
 Each table row is one behaviour the Service Bus docs describe (or that the module's docstring
 says it chose where they are silent), with the answer a subscription would give.
@@ -22,6 +22,7 @@ from localdev.servicebus_emulator.sql_filter import (
     SqlEvaluationError,
     SqlFilterError,
     compile_action,
+    compile_correlation_filter,
     compile_filter,
 )
 
@@ -634,3 +635,62 @@ def test_an_action_that_fails_part_way_leaves_the_statements_before_it_applied()
     assert message.application_properties["a"] == 1
     assert "b" not in message.application_properties
     assert "c" not in message.application_properties
+
+
+CORRELATIONS: list[tuple[dict[str, Any], bool]] = [
+    ({"correlation_id": "corr"}, True),
+    ({"correlation_id": "CORR"}, False),  # case-sensitive
+    ({"correlation_id": "other"}, False),
+    ({"message_id": "m-1"}, True),
+    ({"to": "store-5"}, True),
+    ({"reply_to": "replies"}, True),
+    ({"subject": "bus-stop"}, True),
+    ({"subject": "user-label"}, False),  # Label is the system property, not the user one
+    ({"session_id": "s-1"}, True),
+    ({"reply_to_session_id": "rs-1"}, True),
+    ({"content_type": "application/json"}, True),
+    ({"content_type": "application/JSON"}, False),
+    ({"properties": {"color": "red"}}, True),
+    ({"properties": {"color": "Red"}}, False),
+    ({"properties": {"COLOR": "red"}}, True),
+    ({"properties": {"quantity": 10}}, True),
+    ({"properties": {"quantity": 10.0}}, True),
+    ({"properties": {"quantity": "10"}}, False),  # a string never equals a number
+    ({"properties": {"text_ten": 10}}, False),
+    ({"properties": {"flag": True}}, True),
+    ({"properties": {"missing": "x"}}, False),
+    ({"properties": {"color": "red", "quantity": 11}}, False),  # all must match
+    ({"correlation_id": "corr", "subject": "bus-stop", "properties": {"color": "red"}}, True),
+    ({"correlation_id": "corr", "subject": "bus-stop", "properties": {"color": "blue"}}, False),
+    (
+        {
+            "correlation_id": "corr",
+            "message_id": "m-1",
+            "to": "store-5",
+            "reply_to": "replies",
+            "subject": "bus-stop",
+            "session_id": "s-1",
+            "reply_to_session_id": "rs-1",
+            "content_type": "application/json",
+            "properties": {"color": "red", "quantity": 10},
+        },
+        True,
+    ),
+    ({}, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"), CORRELATIONS, ids=[str(f) for f, _ in CORRELATIONS]
+)
+def test_a_correlation_filter_matches_when_every_field_given_is_equal(
+    fields: dict[str, Any], expected: bool
+) -> None:
+    assert compile_correlation_filter(**fields)(order()) is expected
+
+
+def test_a_correlation_filter_on_a_property_the_message_lacks_does_not_match() -> None:
+    message = order()
+    del message.system["ReplyTo"]
+
+    assert compile_correlation_filter(reply_to="replies")(message) is False

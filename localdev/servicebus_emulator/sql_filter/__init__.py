@@ -1,4 +1,4 @@
-"""Service Bus subscription rules: SQL filters and SQL rule actions.
+"""Service Bus subscription rules: SQL filters, SQL rule actions and correlation filters.
 
 The subset of SQL-92 Azure Service Bus documents for `SqlRuleFilter` / `SqlRuleAction`
 ("Subscription Rule SQL Filter Syntax", "... SQL Action Syntax"), parsed with lark and compiled
@@ -23,7 +23,9 @@ Interface
 `compile_filter(expression, parameters=None) -> (message) -> bool`: True only when the
 condition is true. `TrueFilter` is `compile_filter("1=1")`, `FalseFilter` `compile_filter("1=0")`
 (both fold to constants). `compile_action(expression, parameters=None) -> (message) -> None`
-runs SET / REMOVE statements in order on the message. `parameters` are the SDKs' SqlRuleFilter /
+runs SET / REMOVE statements in order on the message. `compile_correlation_filter(...)` takes
+the CorrelationRuleFilter fields (correlation_id, message_id, to, reply_to, subject, session_id,
+reply_to_session_id, content_type, properties). `parameters` are the SDKs' SqlRuleFilter /
 SqlRuleAction parameters ({"@name": value}, "@" optional; str, int, float, bool, UUID, datetime,
 timedelta or None), used where the expression says `@name`.
 
@@ -79,9 +81,13 @@ the implicit conversion C# makes); an unknown result stores NULL. REMOVE deletes
 (every spelling of it) or clears a writable system property. SET on a system property needs a
 value of its type (a UUID becomes its string); read-only ones (SequenceNumber, EnqueuedTimeUtc,
 DeliveryCount, ...) are refused when the action is compiled.
+
+Correlation filters: every field given must equal the message's (case-sensitive strings, the
+SQL `=` for values, so the string "2" does not match the number 2); all must match.
 """
 
 from .compiler import compile_action, compile_filter
+from .correlation import compile_correlation_filter
 from .errors import SqlEvaluationError, SqlFilterError
 from .properties import (
     READ_ONLY_SYSTEM_PROPERTIES,
@@ -98,5 +104,6 @@ __all__ = [
     "SqlEvaluationError",
     "SqlFilterError",
     "compile_action",
+    "compile_correlation_filter",
     "compile_filter",
 ]
