@@ -106,32 +106,24 @@ class Compiler:
         return handlers[str(node.data)](node)
 
     def _or(self, node: Tree[Token]) -> _Compiled:
-        left, right = self.predicate(_tree(node, 0)), self.predicate(_tree(node, 2))
-        first, second = left.evaluate, right.evaluate
-
-        def evaluate(message: RuleMessage) -> bool | None:
-            a = first(message)
-            if a is True:
-                return True
-            b = second(message)
-            if b is True:
-                return True
-            return None if a is None or b is None else False
-
-        return self._fold(evaluate, [left, right], node)
+        return self._junction(node, decisive=True)
 
     def _and(self, node: Tree[Token]) -> _Compiled:
+        return self._junction(node, decisive=False)
+
+    def _junction(self, node: Tree[Token], decisive: bool) -> _Compiled:
+        """OR (True decides) or AND (False decides), with unknown as SQL's tables have it."""
         left, right = self.predicate(_tree(node, 0)), self.predicate(_tree(node, 2))
         first, second = left.evaluate, right.evaluate
 
         def evaluate(message: RuleMessage) -> bool | None:
             a = first(message)
-            if a is False:
-                return False
+            if a is decisive:
+                return decisive
             b = second(message)
-            if b is False:
-                return False
-            return None if a is None or b is None else True
+            if b is decisive:
+                return decisive
+            return None if a is None or b is None else not decisive
 
         return self._fold(evaluate, [left, right], node)
 
