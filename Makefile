@@ -5,11 +5,15 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CHECKOV_VENV := .venv-checkov
 
-.PHONY: setup test lint clean python
+.PHONY: setup run-deps test lint clean python
 
-# What the app, the local stack and the demo need; `setup` adds checkov for tests/infra.
+# What the app, the local stack and the demo need; `setup` adds checkov for tests/infra. Both
+# install two things at a time: npm's work overlaps uv's and checkov's.
 RUN_DEPS := $(VENV)/.installed node_modules/.installed
-setup: $(RUN_DEPS) $(CHECKOV_VENV)/.installed
+setup:
+	@$(MAKE) --no-print-directory -j2 $(RUN_DEPS) $(CHECKOV_VENV)/.installed
+run-deps:
+	@$(MAKE) --no-print-directory -j2 $(RUN_DEPS)
 
 python:
 	@test -n "$(PYTHON)" || { tools/find-python; exit 1; }
@@ -66,7 +70,7 @@ clean:
 # The whole app locally: Azurite, the Service Bus emulator, an SMTP sink and the local
 # Functions host, on the standard ports, with their data kept in .data/ across restarts.
 .PHONY: up reset
-up: $(RUN_DEPS)
+up: run-deps
 	@$(PY) -m localdev.up
 
 # Start clean: deletes .data/ (refused while `make up` runs).
@@ -77,5 +81,5 @@ reset:
 # orders (some designed to fail), archives the dead letters, replays the outage. Exit code 0
 # only when it came out as expected.
 .PHONY: demo
-demo: $(RUN_DEPS)
+demo: run-deps
 	@$(PY) -m localdev.demo
