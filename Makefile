@@ -11,9 +11,9 @@ CHECKOV_VENV := .venv-checkov
 # install two things at a time: npm's work overlaps uv's and checkov's.
 RUN_DEPS := $(VENV)/.installed node_modules/.installed
 setup:
-	@$(MAKE) --no-print-directory -j2 $(RUN_DEPS) $(CHECKOV_VENV)/.installed
+	@$(MAKE) --no-print-directory -s -j2 $(RUN_DEPS) $(CHECKOV_VENV)/.installed
 run-deps:
-	@$(MAKE) --no-print-directory -j2 $(RUN_DEPS)
+	@$(MAKE) --no-print-directory -s -j2 $(RUN_DEPS)
 
 python:
 	@test -n "$(PYTHON)" || { tools/find-python; exit 1; }
