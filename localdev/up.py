@@ -123,14 +123,16 @@ def supervise(argv: list[str]) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
+    # Asked to stop while it starts (the imports take seconds): it starts, then stops at once.
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+
     from localdev.stack import run_stack
     from localdev.stack_env import summary, write_env_file
 
     data = DataLayout(args.data_dir)
     data.logs.mkdir(parents=True, exist_ok=True)
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
     parent = os.getppid()
     try:
         with _holding(data.lock):
@@ -154,6 +156,10 @@ def serve(args: argparse.Namespace) -> int:
                 )
     except StackLocked as error:
         print(error, file=sys.stderr, flush=True)
+        return 1
+    except RuntimeError as error:  # Azurite, the emulator or the host could not start
+        print(f"make up could not start: {error}", file=sys.stderr, flush=True)
+        print(f"The logs are in {shown(data.logs)}/.", file=sys.stderr, flush=True)
         return 1
     print(f"Stopped. The data stays in {shown(data.root)}/ (make reset deletes it).", flush=True)
     return 0
