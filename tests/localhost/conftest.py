@@ -45,6 +45,7 @@ SESSION_QUEUES = (
     "sessions-no-renewal",
     "sessions-release",
     "sessions-no-release",
+    "sessions-fields",
 )
 PLAIN_QUEUES = (
     "plain-tasks",
@@ -136,6 +137,7 @@ def run_host() -> Iterator[Callable[..., LocalHost]]:
         functions: list[str],
         settings: Mapping[str, str] | None = None,
         host_json: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> LocalHost:
         host = LocalHost(
             SAMPLE_APP,
@@ -143,6 +145,7 @@ def run_host() -> Iterator[Callable[..., LocalHost]]:
             dict(host_json or FAST_HOST_JSON),
             functions=functions,
             drain_timeout=10,
+            **options,
         )
         hosts.append(host.start())
         return host
