@@ -86,6 +86,7 @@ def test_the_bytes_are_laid_out_as_the_dotnet_extension_lays_them_out(
     assert offsets[1] < content.find(b"x-opt-lock-token") < offsets[2]
 
     decoded = full_decode(content)
+    assert received.delivery_count is not None and received.enqueued_time_utc is not None
     assert decoded.header.delivery_count == received.delivery_count + 1  # .NET's count
     assert decoded.header.time_to_live == TTL.total_seconds() * 1000
     assert decoded.delivery_annotations[b"x-opt-lock-token"] == lock_token
