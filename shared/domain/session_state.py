@@ -17,7 +17,6 @@ from .errors import PipelineError
 STATE_VERSION = 1
 RUNNING: Literal["running"] = "running"
 FAILED: Literal["failed"] = "failed"
-CORRUPT_SESSION_STATE = "CorruptSessionState"
 
 
 class CorruptSessionState(PipelineError):
