@@ -55,6 +55,9 @@ class FunctionSessionActions:
             self._message, deadletter_reason=reason, deadletter_error_description=description
         )
 
+    def release_session(self) -> None:
+        self._actions.release_session(self._session_id)
+
     def _get_state_over_grpc(self) -> bytes:
         # azurefunctions-extensions-bindings-servicebus 1.0.0b2 has set_session_state but no
         # getter, although the host's Settlement service defines GetSessionState. Call it on

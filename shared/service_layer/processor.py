@@ -86,7 +86,7 @@ class SessionProcessor:
             if message.is_last and message.step > 1 and incoming.attempt > 1:
                 # Only this message's own earlier delivery can have cleared the state: it ran,
                 # cleared the state and crashed before it was settled.
-                return Ending(Outcome.ALREADY_DONE, message, False)
+                return Ending(Outcome.ALREADY_DONE, message, message.is_last)
             state = SessionState()
         if state.is_failed:
             return self._short_circuit(message, state)
@@ -96,7 +96,7 @@ class SessionProcessor:
                 # ContinueOnFailure: this row was dead-lettered, the state was written, then
                 # the dead-letter was lost (a crash in between). Finish it with its own reason.
                 return self._dead_letter(message, state, skipped.reason, skipped.description)
-            return Ending(Outcome.ALREADY_DONE, message, False)
+            return Ending(Outcome.ALREADY_DONE, message, message.is_last)
         if message.step > state.next_step and self.policy is STOP:
             description = (
                 f"Step {message.step} ({message.task}) arrived but step {state.next_step} never "

@@ -49,7 +49,7 @@ class SessionEndings:
     def carry_out(
         self, ending: Ending, incoming: IncomingMessage, actions: SessionActions
     ) -> Result:
-        """Tell, write the state, then settle.
+        """Tell, write the state, settle; after a session's last message, release the session.
 
         A dead-lettered last message clears the state only after the dead-letter: cleared
         first, a crash in between would leave a redelivery that finds no state, which is how a
@@ -57,10 +57,11 @@ class SessionEndings:
         dead-letter leaves the state of a session that has no messages left: harmless, session
         ids are not reused.
         """
+        result = Result(ending.outcome, ending.reason, ending.description)
         if ending.outcome is Outcome.ABANDONED:
             self._sleep(ending.backoff)
             actions.abandon()
-            return Result(ending.outcome, ending.reason, ending.description)
+            return result
         self._tell(ending, incoming)
         if ending.outcome is Outcome.DEAD_LETTERED:
             if ending.state is not None:
@@ -73,7 +74,9 @@ class SessionEndings:
                 # The last message of a session clears the state: finished sessions cost nothing.
                 actions.set_state(None if ending.is_last else ending.state.to_bytes())
             actions.complete()
-        return Result(ending.outcome, ending.reason, ending.description)
+        if ending.is_last:
+            _release(actions, incoming)
+        return result
 
     def _tell(self, ending: Ending, incoming: IncomingMessage) -> None:
         """Journal, observer and log, before the message is settled: one that fails leaves the
@@ -104,4 +107,19 @@ class SessionEndings:
             incoming.attempt,
             ending.outcome.value,
             f" reason={ending.reason}" if ending.reason else "",
+        )
+
+
+def _release(actions: SessionActions, incoming: IncomingMessage) -> None:
+    """The message is settled, so a failure here changes no outcome: the host then keeps the
+    session until sessionIdleTimeout, which costs time, not correctness."""
+    try:
+        actions.release_session()
+    except Exception as error:
+        logger.warning(
+            "session=%s could not be released (%s: %s); the host lets it go after "
+            "sessionIdleTimeout",
+            incoming.session_id,
+            type(error).__name__,
+            error,
         )

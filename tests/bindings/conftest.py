@@ -87,6 +87,13 @@ class RecordingSettlement(settlement_pb2_grpc.SettlementServicer):
             self.states.pop(request.sessionId, None)
         return Empty()
 
+    def ReleaseSession(self, request: Any, context: Any) -> Empty:
+        self.calls.append(("release_session", request.sessionId))
+        return Empty()
+
+    def releases(self) -> list[str]:
+        return [session for call, session in self.calls if call == "release_session"]
+
     def settlements(self) -> list[tuple[str, Any]]:
         return [c for c in self.calls if c[0] in ("complete", "abandon", "deadletter")]
 

@@ -168,7 +168,7 @@ def test_r3_last_message_clears_the_state(policy: FailurePolicy) -> None:
     assert tasks.ran() == ["C"]
     assert actions.state is None
     assert actions.state_writes == [None]
-    assert actions.events == ["set_state", "complete"]
+    assert actions.events == ["set_state", "complete", "release_session"]
 
 
 # R4 -------------------------------------------------------------------------------------------
@@ -397,7 +397,7 @@ def test_r15_last_message_of_a_failed_session_clears_the_state(policy: FailurePo
     assert actions.last_settlement[:2] == ("dead_letter", "SessionFailed")
     assert actions.state is None
     # Dead-lettered before the state is cleared (see R22).
-    assert actions.events == ["set_state", "dead_letter", "set_state"]
+    assert actions.events == ["set_state", "dead_letter", "set_state", "release_session"]
 
 
 @BOTH
@@ -692,3 +692,101 @@ def test_r23_a_skipped_row_redelivered_after_a_crash_is_dead_lettered_again() ->
     assert state is not None and (state.next_step, state.failed) == (3, 1)
     processor.handle(incoming(message(3)), actions)
     assert tasks.ran() == ["B", "C"] and actions.state is None
+
+
+# Releasing a finished session -----------------------------------------------------------------
+def _corrupt(actions: InMemorySessionActions) -> None:
+    actions.state = b"not json"
+
+
+def _failed(actions: InMemorySessionActions) -> None:
+    actions.state = failed_at(1)
+
+
+def _done(actions: InMemorySessionActions) -> None:
+    actions.state = running(4)
+
+
+def _permanent(tasks: Tasks) -> None:
+    tasks.behaviour["C"] = PermanentTaskError("SmtpRejected", "mailbox unavailable")
+
+
+# How the session's last message (step 3) ends: the row, and what the session looks like.
+LAST_MESSAGE_ENDINGS = {
+    "r3-completed": (None, None, False),
+    "r4-redelivered-after-it-ran": (_done, None, False),
+    "r8-r9-dead-lettered-by-its-task": (None, _permanent, False),
+    "r15-short-circuited": (_failed, None, False),
+    "r19-malformed": (None, None, True),
+    "r21-corrupt-state": (_corrupt, None, False),
+}
+
+
+@BOTH
+@pytest.mark.parametrize("case", LAST_MESSAGE_ENDINGS, ids=list(LAST_MESSAGE_ENDINGS))
+def test_the_session_is_released_once_its_last_message_is_settled(
+    case: str, policy: FailurePolicy
+) -> None:
+    given, failing, malformed = LAST_MESSAGE_ENDINGS[case]
+    tasks = Tasks()
+    if failing:
+        failing(tasks)
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=running(3))
+    if given:
+        given(actions)
+    body = incoming(b"garbage", props={"step": 3, "is_last": True}) if malformed else None
+
+    result = processor.handle(body or incoming(message(3)), actions)
+
+    assert result.outcome is not Outcome.ABANDONED
+    assert len(actions.settlements) == 1
+    assert actions.events[-1] == "release_session"  # after the settlement, never before
+    assert actions.events.count("release_session") == 1
+
+
+@BOTH
+def test_a_session_is_not_released_before_its_last_message(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    tasks.behaviour["B"] = PermanentTaskError("PaymentDeclined", "card refused")
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions()
+
+    processor.handle(incoming(message(1)), actions)
+    processor.handle(incoming(message(2)), actions)
+    processor.handle(incoming(b"garbage", props={"step": 2, "is_last": False}), actions)
+
+    assert not actions.released
+
+
+@BOTH
+def test_a_last_message_handed_back_for_a_retry_keeps_the_session(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    tasks.behaviour["C"] = TransientTaskError("EmailServerUnavailable", "try later")
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=running(3))
+
+    result = processor.handle(incoming(message(3)), actions)
+
+    assert result.outcome is Outcome.ABANDONED
+    assert not actions.released  # the message comes back to this session
+
+
+class ReleaseFails(InMemorySessionActions):
+    def release_session(self) -> None:
+        super().release_session()
+        raise ConnectionError("the host went away")
+
+
+def test_a_release_that_fails_changes_nothing_the_message_is_settled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(STOP, tasks)
+    actions = ReleaseFails(state=running(3))
+
+    result = processor.handle(incoming(message(3)), actions)
+
+    assert result.outcome is Outcome.COMPLETED
+    assert actions.settlements == [("complete",)]
+    assert "could not be released" in caplog.text
