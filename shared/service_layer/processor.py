@@ -95,7 +95,7 @@ class SessionProcessor:
             if skipped is not None:
                 # ContinueOnFailure: this row was dead-lettered, the state was written, then
                 # the dead-letter was lost (a crash in between). Finish it with its own reason.
-                return self._dead_letter(message, state, skipped.reason, skipped.description)
+                return self._dead_letter(message, None, skipped.reason, skipped.description)
             return Ending(Outcome.ALREADY_DONE, message, message.is_last)
         if message.step > state.next_step and self.policy is STOP:
             description = (
@@ -195,7 +195,7 @@ class SessionProcessor:
         if failure is not None and failure.step == message.step and failure.task == message.task:
             # The failing message itself, redelivered after its state was written: finish
             # dead-lettering it with its own reason.
-            return self._dead_letter(message, state, failure.reason, failure.description)
+            return self._dead_letter(message, None, failure.reason, failure.description)
         if failure is None:
             description = "Not run: the session was marked failed earlier."
         else:
@@ -203,7 +203,7 @@ class SessionProcessor:
                 f"Not run: the session failed at step {failure.step} ({failure.task}) "
                 f"with {failure.reason}: {failure.description}"
             )
-        return self._dead_letter(message, state, SESSION_FAILED, description)
+        return self._dead_letter(message, None, SESSION_FAILED, description)
 
     def _malformed(
         self, incoming: IncomingMessage, state: SessionState | None, error: MalformedMessage
@@ -268,8 +268,9 @@ class SessionProcessor:
 
     @staticmethod
     def _dead_letter(
-        message: TaskMessage, state: SessionState, reason: str, description: str
+        message: TaskMessage, state: SessionState | None, reason: str, description: str
     ) -> Ending:
+        """``state`` ``None``: the state stays as it is, and is not written again."""
         return Ending(Outcome.DEAD_LETTERED, message, message.is_last, state, reason, description)
 
     # -- carrying a decision out -------------------------------------------------------------

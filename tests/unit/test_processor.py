@@ -382,6 +382,8 @@ def test_r14_later_message_of_a_failed_session_is_dead_lettered_without_running(
     assert (kind, reason) == ("dead_letter", "SessionFailed")
     assert "step 1 (A)" in description and "PaymentDeclined" in description
     assert result.outcome is Outcome.DEAD_LETTERED
+    assert actions.state_writes == []  # not written at all: the state says it already
+    assert actions.events == ["dead_letter"]
     assert actions.state == before
 
 
@@ -396,8 +398,9 @@ def test_r15_last_message_of_a_failed_session_clears_the_state(policy: FailurePo
     assert tasks.calls == []
     assert actions.last_settlement[:2] == ("dead_letter", "SessionFailed")
     assert actions.state is None
-    # Dead-lettered before the state is cleared (see R22).
-    assert actions.events == ["set_state", "dead_letter", "set_state", "release_session"]
+    # Nothing written before the dead-letter; cleared only after it (see R22).
+    assert actions.state_writes == [None]
+    assert actions.events == ["dead_letter", "set_state", "release_session"]
 
 
 @BOTH
@@ -410,6 +413,7 @@ def test_r16_failing_message_redelivered_keeps_its_own_reason(policy: FailurePol
 
     assert tasks.calls == []
     assert actions.last_settlement == ("dead_letter", "UnknownSku", "card refused")
+    assert actions.state_writes == []  # the state already holds this failure
 
 
 # R17 - R19 ------------------------------------------------------------------------------------
@@ -688,6 +692,7 @@ def test_r23_a_skipped_row_redelivered_after_a_crash_is_dead_lettered_again() ->
     assert result.outcome is Outcome.DEAD_LETTERED
     assert tasks.ran() == ["B"]  # not run again
     assert actions.settlements == [("dead_letter", "InvalidProduct:price", "price is negative")]
+    assert len(actions.state_writes) == 1  # the write before the crash; none on redelivery
     state = state_of(actions)
     assert state is not None and (state.next_step, state.failed) == (3, 1)
     processor.handle(incoming(message(3)), actions)
