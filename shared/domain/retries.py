@@ -23,5 +23,13 @@ class RetryPolicy:
         if not 0 <= self.min_backoff <= self.max_backoff:
             raise ValueError("backoffs must satisfy 0 <= min_backoff <= max_backoff")
 
+    @staticmethod
+    def attempt(failed: int, delivery_count: int | None) -> int:
+        """This delivery's attempt: one more than the ``failed`` attempts the session state
+        counted. The trigger's delivery count (earlier deliveries), when it hands one over, is
+        a floor: an attempt that died before it could count itself (a crash, a timeout)
+        still counts."""
+        return max(failed + 1, (delivery_count or 0) + 1)
+
     def backoff(self, attempt: int) -> float:
         return float(min(self.max_backoff, self.min_backoff * 2 ** (attempt - 1)))

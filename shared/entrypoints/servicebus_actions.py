@@ -76,12 +76,13 @@ class FunctionSessionActions:
 
 
 def incoming_message(message: ServiceBusReceivedMessage) -> IncomingMessage:
-    """What the processor needs from the SDK message. ``attempt`` is 1 on first delivery
-    (the AMQP delivery count starts at 0)."""
+    """What the processor needs from the SDK message. ``delivery_count`` is passed on as it
+    is: the AMQP header's count of earlier deliveries, or None where the binding does not
+    carry the header (the processor counts attempts itself)."""
     return IncomingMessage(
         body=_body_bytes(message.body),
         session_id=message.session_id or "",
-        attempt=(message.delivery_count or 0) + 1,
+        delivery_count=message.delivery_count,
         message_id=str(message.message_id) if message.message_id is not None else None,
         application_properties={
             _text(key): _value(value)

@@ -82,12 +82,11 @@ class SessionProcessor:
         except MalformedMessage as error:
             return self._malformed(incoming, state, error)
 
-        if state is None:
-            if message.is_last and message.step > 1 and incoming.attempt > 1:
-                # Only this message's own earlier delivery can have cleared the state: it ran,
-                # cleared the state and crashed before it was settled.
-                return Ending(Outcome.ALREADY_DONE, message, message.is_last)
-            state = SessionState()
+        # No state and a step beyond the first: the earlier steps never ran. (Not a last message
+        # that ran, cleared the state and crashed: the state is cleared only after the last
+        # message is settled, and a settled message does not come back; R5.)
+        first_message = state is None
+        state = state or SessionState()
         if state.is_failed:
             return self._short_circuit(message, state)
         if message.step < state.next_step:
@@ -103,12 +102,18 @@ class SessionProcessor:
                 "ran: an earlier message of the session is missing (look for it in the "
                 "dead-letter queue, e.g. MaxDeliveryCountExceeded), then replay the session."
             )
+            if first_message and message.is_last:
+                description += (
+                    " The session had no state at all: if the job finished before (Service Bus "
+                    "delivered its completed last message again), there is nothing to replay."
+                )
             return self._fail(incoming, message, state, PREVIOUS_STEP_MISSING, description)
         return self._run(incoming, message, state)
 
     def _run(self, incoming: IncomingMessage, message: TaskMessage, state: SessionState) -> Ending:
         task = self.tasks[message.task]
-        attempt = incoming.attempt
+        failed = state.failed_attempts(message.task, message.step)
+        attempt = self.retry.attempt(failed, incoming.delivery_count)
         invocation = TaskInvocation(message, incoming.session_id, dict(state.context), attempt)
         try:
             outputs = task(invocation)
@@ -126,7 +131,8 @@ class SessionProcessor:
                 reason, description = UNHANDLED_ERROR, f"{type(error).__name__}: {error}"
                 retryable = True
             if retryable and attempt < self.retry.max_attempts:
-                return self._retry_later(incoming, message, attempt, reason, description)
+                retried = state.after_failed_attempt(message.task, message.step, attempt)
+                return self._retry_later(incoming, message, retried, attempt, reason, description)
             if retryable:
                 description = f"Gave up after {attempt} attempts. Last error: {description}"
             return self._task_failed(incoming, message, state, reason, description)
@@ -137,6 +143,7 @@ class SessionProcessor:
         self,
         incoming: IncomingMessage,
         message: TaskMessage,
+        state: SessionState,
         attempt: int,
         reason: str,
         description: str,
@@ -151,7 +158,7 @@ class SessionProcessor:
             reason,
             delay,
         )
-        return Ending(Outcome.ABANDONED, message, False, None, reason, description, backoff=delay)
+        return Ending(Outcome.ABANDONED, message, False, state, reason, description, backoff=delay)
 
     def _task_failed(
         self,

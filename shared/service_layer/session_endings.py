@@ -49,33 +49,30 @@ class SessionEndings:
     def carry_out(
         self, ending: Ending, incoming: IncomingMessage, actions: SessionActions
     ) -> Result:
-        """Tell, write the state, settle; after a session's last message, release the session.
+        """Tell, write the state, settle; after a session's last message, clear the state and
+        release the session.
 
-        A dead-lettered last message clears the state only after the dead-letter: cleared
-        first, a crash in between would leave a redelivery that finds no state, which is how a
-        last message that succeeded looks (R5), and it would be completed. A crash after the
-        dead-letter leaves the state of a session that has no messages left: harmless, session
-        ids are not reused.
+        The state is cleared only once the last message is settled. A crash before the
+        settlement leaves the state that message wrote, so its redelivery finds its own
+        outcome there (R4, R16, R22, R23) and never an empty state, which a settled last
+        message alone can leave behind (R5). A crash after the settlement leaves a state on a
+        session that has no messages left: harmless, session ids are not reused.
         """
         result = Result(ending.outcome, ending.reason, ending.description)
+        if ending.outcome is not Outcome.ABANDONED:
+            self._tell(ending, incoming)
+        if ending.state is not None:
+            actions.set_state(ending.state.to_bytes())
         if ending.outcome is Outcome.ABANDONED:
             self._sleep(ending.backoff)
             actions.abandon()
             return result
-        self._tell(ending, incoming)
         if ending.outcome is Outcome.DEAD_LETTERED:
-            if ending.state is not None:
-                actions.set_state(ending.state.to_bytes())
             actions.dead_letter(ending.reason or "", ending.description or "")
-            if ending.is_last:
-                actions.set_state(None)
         else:
-            if ending.state is not None:
-                # The last message of a session clears the state: finished sessions cost nothing.
-                actions.set_state(None if ending.is_last else ending.state.to_bytes())
             actions.complete()
         if ending.is_last:
-            _release(actions, incoming)
+            _after_the_last(actions, incoming)
         return result
 
     def _tell(self, ending: Ending, incoming: IncomingMessage) -> None:
@@ -99,27 +96,32 @@ class SessionEndings:
             self._observer(incoming, ending.message, ending.outcome, ending.reason)
         message = ending.message
         logger.info(
-            "session=%s job=%s task=%s step=%s attempt=%d outcome=%s%s",
+            "session=%s job=%s task=%s step=%s outcome=%s%s",
             incoming.session_id,
             message.job_id if message else "?",
             message.task if message else "?",
             message.step if message else "?",
-            incoming.attempt,
             ending.outcome.value,
             f" reason={ending.reason}" if ending.reason else "",
         )
 
 
-def _release(actions: SessionActions, incoming: IncomingMessage) -> None:
-    """The message is settled, so a failure here changes no outcome: the host then keeps the
-    session until sessionIdleTimeout, which costs time, not correctness."""
-    try:
-        actions.release_session()
-    except Exception as error:
-        logger.warning(
-            "session=%s could not be released (%s: %s); the host lets it go after "
-            "sessionIdleTimeout",
-            incoming.session_id,
-            type(error).__name__,
-            error,
-        )
+def _after_the_last(actions: SessionActions, incoming: IncomingMessage) -> None:
+    """Clear the state (a finished session costs nothing) and let the host take the next
+    session at once. The message is settled: a failure here changes no outcome, so it is
+    logged, not raised. Without the clear the state stays on a session that has no messages;
+    without the release the host lets the session go after sessionIdleTimeout."""
+    for step, call in (
+        ("cleared", lambda: actions.set_state(None)),
+        ("released", actions.release_session),
+    ):
+        try:
+            call()
+        except Exception as error:
+            logger.warning(
+                "session=%s could not be %s after its last message (%s: %s)",
+                incoming.session_id,
+                step,
+                type(error).__name__,
+                error,
+            )

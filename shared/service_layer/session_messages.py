@@ -31,7 +31,9 @@ class IncomingMessage:
 
     body: bytes
     session_id: str
-    attempt: int = 1  # 1 on first delivery (the SDK's delivery_count + 1)
+    # Earlier deliveries, when the trigger hands the count over (None when it does not, as
+    # Azure's Service Bus binding for Python): a floor for the attempt, never the count itself.
+    delivery_count: int | None = None
     message_id: str | None = None
     application_properties: Mapping[Any, Any] = field(default_factory=dict)
 

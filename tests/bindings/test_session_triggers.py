@@ -73,16 +73,39 @@ def test_a_failing_task_is_dead_lettered_with_a_reason_a_person_can_act_on(
 def test_a_transient_failure_is_abandoned_for_another_attempt_then_dead_lettered(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    first = received_message(_task("Flaky", 1), session_id=SESSION)
-    last = received_message(_task("Flaky", 1), session_id=SESSION, delivery_count=1)
+    # No delivery count, as Azure hands the message over: the app counts in the state.
+    first = received_message(_task("Flaky", 1), session_id=SESSION, delivery_count=None)
+    last = received_message(_task("Flaky", 1), session_id=SESSION, delivery_count=None)
 
     purchase_tasks(first, message_actions)
+    assert json.loads(settlement.states[SESSION])["attempts"]["failed"] == 1
     purchase_tasks(last, message_actions)  # attempt 2 of 2
 
     [abandoned, (kind, (_, reason, description))] = settlement.settlements()
     assert abandoned == ("abandon", str(first.lock_token))
     assert (kind, reason) == ("deadletter", "PaymentProviderUnavailable")
     assert description.startswith("Gave up after 2 attempts")
+    assert json.loads(settlement.states[SESSION])["failure"]["reason"] == (
+        "PaymentProviderUnavailable"
+    )
+
+
+def test_a_last_message_redelivered_after_its_completion_failed_ends_the_session_once(
+    twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    purchase_tasks(received_message(_task("First", 1), session_id=SESSION), message_actions)
+    body = _task("Second", 2, is_last=True)
+    settlement.fail_once.add("complete")
+    with pytest.raises(SettlementError):
+        purchase_tasks(received_message(body, session_id=SESSION), message_actions)
+    assert json.loads(settlement.states[SESSION])["next_step"] == 3  # kept for the redelivery
+    again = received_message(body, session_id=SESSION, delivery_count=None)
+
+    purchase_tasks(again, message_actions)
+
+    assert settlement.settlements()[-1] == ("complete", str(again.lock_token))
+    assert SESSION not in settlement.states
+    assert settlement.releases() == [SESSION]
 
 
 def test_a_redelivered_finished_step_is_completed_without_running_again(
@@ -210,6 +233,13 @@ def test_the_incoming_message_has_the_body_attempt_and_decoded_properties() -> N
 
     assert incoming.body == b'{"x": 1}'
     assert incoming.session_id == SESSION
-    assert incoming.attempt == 3
+    assert incoming.delivery_count == 2
     assert incoming.message_id == "job-1:2"
     assert incoming.application_properties == {"step": 2, "is_last": False}
+
+
+def test_a_message_without_a_delivery_count_is_handed_on_as_such() -> None:
+    message = received_message(b"{}", session_id=SESSION, delivery_count=None)
+
+    assert message.delivery_count is None
+    assert incoming_message(message).delivery_count is None
