@@ -35,7 +35,8 @@ class IncomingMessage:
     # Azure's Service Bus binding for Python): a floor for the attempt, never the count itself.
     delivery_count: int | None = None
     message_id: str | None = None
-    application_properties: Mapping[Any, Any] = field(default_factory=dict)
+    # As sent: str keys, string values as str (``envelope.plain_properties``).
+    application_properties: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -673,7 +673,7 @@ def test_r19_malformed_last_message_still_clears_the_state(policy: FailurePolicy
     processor, _ = make_processor(policy, tasks)
     actions = InMemorySessionActions(state=running(3))
 
-    processor.handle(incoming(b"garbage", props={b"step": 3, b"is_last": True}), actions)
+    processor.handle(incoming(b"garbage", props={"step": 3, "is_last": True}), actions)
 
     assert actions.last_settlement[:2] == ("dead_letter", "MalformedMessage")
     assert actions.state is None
