@@ -964,3 +964,27 @@ def test_a_release_that_fails_changes_nothing_the_message_is_settled(
     assert result.outcome is Outcome.COMPLETED
     assert actions.settlements == [("complete",)]
     assert "could not be released" in caplog.text
+
+
+class ClearFails(InMemorySessionActions):
+    def set_state(self, state: bytes | None) -> None:
+        if state is None:
+            self.events.append("set_state")
+            raise ConnectionError("the session lock was lost")
+        super().set_state(state)
+
+
+def test_a_clear_that_fails_after_the_settlement_changes_nothing_and_still_releases(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The state stays on a session that has no messages left: harmless, and said in the log.
+    tasks = Tasks()
+    processor, _ = make_processor(STOP, tasks)
+    actions = ClearFails(state=running(3))
+
+    result = processor.handle(incoming(message(3)), actions)
+
+    assert result.outcome is Outcome.COMPLETED
+    assert actions.settlements == [("complete",)]
+    assert actions.events[-1] == "release_session"
+    assert "could not be cleared" in caplog.text
