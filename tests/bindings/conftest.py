@@ -145,7 +145,7 @@ def received_message(
     session_id: str,
     delivery_count: int | None = 0,
     message_id: str = "message-1",
-    application_properties: Mapping[bytes, Any] | None = None,
+    application_properties: Mapping[Any, Any] | None = None,
 ) -> ServiceBusReceivedMessage:
     """A message as the extension builds it: an AMQP message with the lock token in its
     delivery annotations, wrapped without a receiver. ``delivery_count=None``: no AMQP header,
