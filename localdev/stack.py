@@ -11,7 +11,6 @@ data under ``.data/``; ``make demo`` and the end-to-end tests run it on free por
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 import os
 import secrets
@@ -30,6 +29,7 @@ from localdev.host.host import HOST_KEY_SETTING, MASTER_KEY_SETTING
 from localdev.mail_sink import MailSink, run_mail_sink
 from localdev.ports import choose_port
 from localdev.stack_layout import (
+    APP_SCRIPT,
     HOST_JSON,
     REPO_ROOT,
     SERVICE_BUS_CONFIG,
@@ -155,7 +155,6 @@ def run_stack(
 
         if str(REPO_ROOT) not in sys.path:
             sys.path.insert(0, str(REPO_ROOT))
-        app = importlib.import_module("function_app").app
         # The app builds its clients once per process from the settings: start from a clean
         # composition root, and leave none behind that points at a stopped stack.
         from shared.bootstrap import use_container
@@ -163,7 +162,7 @@ def run_stack(
         use_container(None)
         stack.callback(use_container, None)
         host = LocalHost(
-            app,
+            APP_SCRIPT,
             values,
             copy.deepcopy(dict(host_json)) if host_json else load_host_json(HOST_JSON),
             http_port=port(ports.http, "HTTP"),

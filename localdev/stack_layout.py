@@ -13,6 +13,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SERVICE_BUS_CONFIG = REPO_ROOT / "infra" / "local" / "config.json"
 SETTINGS_FILE = REPO_ROOT / "local.settings.json"
 HOST_JSON = REPO_ROOT / "host.json"
+APP_SCRIPT = REPO_ROOT / "function_app.py"
 DATA_DIR = REPO_ROOT / ".data"
 
 
