@@ -115,8 +115,9 @@ class Story:
                 servicebus_connection_string=self.stack.servicebus_connection_string,
             )
         self.tell.say(
-            f"   {run.engine}: {run.rows_read} rows read, {run.rows_rejected} rejected as "
-            f"unreadable, {run.rows_sent} sent in {run.sessions} sessions"
+            f"   The import job ({run.engine}) is done: {run.rows_read} rows read, "
+            f"{run.rows_rejected} rejected as unreadable, {run.rows_sent} sent in "
+            f"{run.sessions} sessions"
         )
         self.check(
             f"the job read {CATALOGUE_ROWS} rows, rejected the unreadable one and sent the rest",
