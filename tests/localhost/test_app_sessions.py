@@ -102,7 +102,7 @@ def app(servicebus_connection_string: str, azurite_connection_string: str) -> It
         }
         use_container(None)  # the app builds its clients from these settings
         host = LocalHost(
-            function_app.app,
+            function_app.__file__,
             settings,
             ONE_SLOT_HOST_JSON,
             functions=["product_import_tasks", "purchase_tasks"],
