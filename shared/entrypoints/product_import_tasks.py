@@ -21,5 +21,13 @@ bp = func.Blueprint()
 def product_import_tasks(
     message: servicebus.ServiceBusReceivedMessage,
     message_actions: servicebus.ServiceBusMessageActions,
+    context: func.Context,
 ) -> None:
-    handle_session_message(container().import_processor, message, message_actions)
+    c = container()
+    handle_session_message(
+        c.import_processor,
+        message,
+        message_actions,
+        queue=c.settings.import_queue_name,
+        trace_context=context.trace_context,
+    )
