@@ -12,12 +12,13 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .broker import BrokerError, Entity, MessageNotFound
 from .codec import Array, Described, Int, Long, Timestamp, decode_all
+from .entities import Entity
+from .errors import BrokerError, MessageNotFound
 from .message import AMQP_VALUE, APPLICATION_PROPERTIES, PROPERTIES, InvalidMessage, sections
 
 if TYPE_CHECKING:
-    from .amqp import AmqpSession
+    from .session import AmqpSession
 
 NO_FILTER = 253402300800000  # the SDK's "any time" for last-updated-time
 
@@ -129,19 +130,19 @@ def _sequence_numbers(request: Request) -> list[int]:
 
 
 def renew_lock(session: AmqpSession, entity: Entity, request: Request) -> Response:
-    expirations = [session.broker.renew_lock(token) for token in _tokens(request)]
+    expirations = [session.broker.locks.renew(token) for token in _tokens(request)]
     return Response(200, "OK", {"expirations": Array(0x83, tuple(expirations))})
 
 
 def renew_session_lock(session: AmqpSession, entity: Entity, request: Request) -> Response:
     sid = request.field("session-id", str)
-    until = session.broker.renew_session(entity, sid, _link_name(request))
+    until = session.broker.sessions.renew(entity, sid, _link_name(request))
     return Response(200, "OK", {"expiration": Timestamp(until)})
 
 
 def get_session_state(session: AmqpSession, entity: Entity, request: Request) -> Response:
     sid = request.field("session-id", str)
-    state = session.broker.session_state(entity, sid, _link_name(request))
+    state = session.broker.sessions.state(entity, sid, _link_name(request))
     return Response(200, "OK", {"session-state": state})
 
 
@@ -150,7 +151,7 @@ def set_session_state(session: AmqpSession, entity: Entity, request: Request) ->
     state = request.field("session-state", (bytes, str), required=False)
     if isinstance(state, str):
         state = state.encode()
-    session.broker.set_session_state(entity, sid, state, _link_name(request))
+    session.broker.sessions.set_state(entity, sid, state, _link_name(request))
     return Response(200, "OK")
 
 
@@ -243,7 +244,7 @@ def get_message_sessions(session: AmqpSession, entity: Entity, request: Request)
     top = request.field("top", int, required=False) or 100
     if not entity.requires_session:
         raise BrokerError(f"The entity '{entity.name}' does not require sessions.")
-    ids = session.broker.session_ids(entity)[skip : skip + top]
+    ids = session.broker.sessions.session_ids(entity)[skip : skip + top]
     if not ids:
         return Response(204, "No sessions")
     return Response(

@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .amqp import Connection
-from .broker import Broker, now_ms
+from .broker import Broker
 from .config import QueueConfig
+from .connection import Connection
 from .store import SqliteStore, Store
+from .timers import now_ms
 
 log = logging.getLogger("localdev.servicebus_emulator")
 
@@ -59,15 +60,15 @@ class Emulator:
         """Sleep until the next timer is due (lock expiry, scheduled message, TTL), or until the
         broker sets an earlier one; an idle emulator wakes once a second."""
         woken = asyncio.Event()
-        self.broker.wake = woken.set
+        self.broker.timers.wake = woken.set
         while True:
-            due = self.broker.next_due()
+            due = self.broker.timers.next_due()
             until = now_ms() + IDLE_WAKE_MS if due is None else min(due, now_ms() + IDLE_WAKE_MS)
-            self.broker.sleeping_until = until
+            self.broker.timers.sleeping_until = until
             woken.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken.wait(), max(0.001, (until - now_ms()) / 1000))
-            self.broker.sleeping_until = None
+            self.broker.timers.sleeping_until = None
             try:
                 self.broker.tick()
             except Exception:
