@@ -15,13 +15,15 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from azure.servicebus import (
     ServiceBusClient,
     ServiceBusMessage,
     ServiceBusReceivedMessage,
+    ServiceBusReceiveMode,
+    ServiceBusSubQueue,
 )
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
@@ -101,70 +103,99 @@ class Bus:
         ):
             yield receiver
 
-    async def send(self, queue: str, messages: ServiceBusMessage | list[ServiceBusMessage]) -> None:
+    async def send(self, queue: str, messages: Any) -> None:
         async with self.sender(queue) as sender:
             await result(sender.send_messages(messages))
 
+    async def take(
+        self,
+        queue: str,
+        tag: Tag,
+        count: int,
+        *,
+        dead_letters: bool = False,
+        exactly: bool = False,
+        timeout: float = 10.0,
+    ) -> list[Any]:
+        """Receive-and-delete ``count`` messages of this test (from the dead-letter sub-queue
+        with ``dead_letters``). With ``exactly`` it then waits a second for one more, which
+        the caller's assertion on the list then shows."""
+        async with self.receiver(
+            queue,
+            sub_queue=ServiceBusSubQueue.DEAD_LETTER if dead_letters else None,
+            receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+        ) as receiver:
+            found = await tag.receive(receiver, count, timeout=timeout)
+            if exactly:
+                found += await tag.receive(receiver, 1, timeout=1)
+        return found
 
-def new_tag() -> str:
-    return uuid.uuid4().hex
 
+@dataclass(frozen=True)
+class Tag:
+    """One test's mark. Every message a test sends carries it (application property ``TAG``),
+    so the test receives and counts only its own messages and clears away what an earlier,
+    failed run left behind."""
 
-def tagged(tag: str, body: str | bytes = "", **kwargs: Any) -> ServiceBusMessage:
-    """A message that belongs to the test with this tag."""
-    properties = {TAG: tag, **kwargs.pop("application_properties", {})}
-    return ServiceBusMessage(body or f"{tag}", application_properties=properties, **kwargs)
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def __str__(self) -> str:
+        return self.id
+
+    def message(self, body: str | bytes = "", **kwargs: Any) -> ServiceBusMessage:
+        """A message of this test."""
+        properties = {TAG: self.id, **kwargs.pop("application_properties", {})}
+        return ServiceBusMessage(body or self.id, application_properties=properties, **kwargs)
+
+    def owns(self, message: Any) -> bool:
+        return tag_of(message) == self.id
+
+    async def receive(self, receiver: Any, count: int, *, timeout: float = 10.0) -> list[Any]:
+        """Receive until ``count`` messages of this test arrived or ``timeout`` passed.
+
+        Messages of other tests (leftovers of a failed run) are completed when the receiver is
+        in peek-lock mode, so they cannot come back; in receive-and-delete mode they are gone.
+        """
+        mine: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while len(mine) < count and time.monotonic() < deadline:
+            wait = max(0.5, min(2.0, deadline - time.monotonic()))
+            batch = await result(
+                receiver.receive_messages(max_message_count=count - len(mine), max_wait_time=wait)
+            )
+            for message in batch:
+                if self.owns(message):
+                    mine.append(message)
+                else:
+                    # In receive-and-delete mode the SDK refuses to settle: already gone.
+                    with contextlib.suppress(ValueError):
+                        await result(receiver.complete_message(message))
+        return mine
+
+    async def peek(self, receiver: Any, *, max_count: int = 250) -> list[Any]:
+        """Every message of this test that a peek from the start of the entity shows."""
+        found: list[Any] = []
+        sequence_number = 1  # 0 would mean "after the last one this receiver saw"
+        while True:
+            page = await result(
+                receiver.peek_messages(max_message_count=50, sequence_number=sequence_number)
+            )
+            if not page:
+                return found
+            found.extend(m for m in page if self.owns(m))
+            sequence_number = page[-1].sequence_number + 1
+            if len(found) >= max_count:
+                return found
 
 
 def tag_of(message: ServiceBusReceivedMessage) -> str | None:
     properties = message.application_properties or {}
     value = properties.get(TAG.encode(), properties.get(TAG))
-    return value.decode() if isinstance(value, bytes) else value
+    return value.decode() if isinstance(value, bytes) else str(value) if value else None
 
 
 def body_of(message: ServiceBusReceivedMessage) -> bytes:
     return b"".join(message.body)
-
-
-async def receive_tagged(
-    receiver: Any, tag: str, count: int, *, timeout: float = 10.0
-) -> list[ServiceBusReceivedMessage]:
-    """Receive until ``count`` messages of this test arrived or ``timeout`` passed.
-
-    Messages of other tests (leftovers of a failed run) are completed when the receiver is in
-    peek-lock mode, so they cannot come back; in receive-and-delete mode they are gone anyway.
-    """
-    mine: list[ServiceBusReceivedMessage] = []
-    deadline = time.monotonic() + timeout
-    while len(mine) < count and time.monotonic() < deadline:
-        wait = max(0.5, min(2.0, deadline - time.monotonic()))
-        batch = await result(
-            receiver.receive_messages(max_message_count=count - len(mine), max_wait_time=wait)
-        )
-        for message in batch:
-            if tag_of(message) == tag:
-                mine.append(message)
-            else:
-                # In receive-and-delete mode the SDK refuses to settle: already gone.
-                with contextlib.suppress(ValueError):
-                    await result(receiver.complete_message(message))
-    return mine
-
-
-async def peek_tagged(receiver: Any, tag: str, *, max_count: int = 250) -> list[Any]:
-    """Every message of this test that a peek from the start of the queue shows."""
-    found: list[Any] = []
-    sequence_number = 1  # 0 would mean "after the last one this receiver saw"
-    while True:
-        page = await result(
-            receiver.peek_messages(max_message_count=50, sequence_number=sequence_number)
-        )
-        if not page:
-            return found
-        found.extend(m for m in page if tag_of(m) == tag)
-        sequence_number = page[-1].sequence_number + 1
-        if len(found) >= max_count:
-            return found
 
 
 def ids(messages: Iterable[ServiceBusReceivedMessage]) -> list[str]:

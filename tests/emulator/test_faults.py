@@ -188,7 +188,7 @@ def test_a_kill_in_mid_stream_loses_no_acknowledged_message(tmp_path: Path) -> N
                 deadline = time.monotonic() + 60
                 while len(acknowledged) < 150 and time.monotonic() < deadline:
                     for message in receiver.receive_messages(max_message_count=10, max_wait_time=1):
-                        if message.sequence_number % 3:  # every third one stays locked
+                        if (message.sequence_number or 0) % 3:  # every third one stays locked
                             completing.add(str(message.message_id))
                             receiver.complete_message(message)
                             completed.add(str(message.message_id))
@@ -260,6 +260,7 @@ def test_a_vanished_client_s_message_comes_back_after_the_lock_duration(emulator
         text=True,
     )
     try:
+        assert holder.stdout is not None
         sequence_number = int(holder.stdout.readline())
         locked_at = time.monotonic()
     finally:
