@@ -43,8 +43,8 @@ class Broker:
         self.store: Store = store or MemoryStore()
         self.entities = Entities(queues)
         self.timers = Timers()
-        self.locks = MessageLocks(self.timers)
-        self.sessions = SessionLocks(self.timers, self.store, self._redeliver)
+        self.locks = MessageLocks(self.timers, self.store)
+        self.sessions = SessionLocks(self.timers, self.store, self.redeliver)
         self.dead_letters = DeadLetters(
             self.entities,
             self.store,
@@ -246,13 +246,14 @@ class Broker:
         if found is not None:
             entity, message = found
             self.locks.drop(entity, message)
+            self.store.locked(entity.store_key, message.sequence_number, False)
             if message.state == ACTIVE:
                 self._make_available(entity, message)
             self.store.commit()
 
     def abandon(self, token: uuid.UUID, session_id: str | None = None) -> None:
         entity, message = self.locks.find(token, session_id)
-        self._redeliver(entity, message)
+        self.redeliver(entity, message)
         self.store.commit()
 
     def defer(self, token: uuid.UUID, session_id: str | None = None) -> None:
@@ -288,7 +289,7 @@ class Broker:
                 continue
             if kind == "lock" and message.lock_token is not None and message.locked_until <= now:
                 if message.session_id is None or not entity.requires_session:
-                    self._redeliver(entity, message)
+                    self.redeliver(entity, message)
             elif kind == "due" and message.state == SCHEDULED:
                 message.state = ACTIVE
                 self.store.put(entity.store_key, message)
@@ -339,7 +340,7 @@ class Broker:
         token = self.locks.lock(entity, message, consumer, locked_until)
         consumer.deliver(message, token, locked_until)
 
-    def _redeliver(self, entity: Entity, message: Message) -> None:
+    def redeliver(self, entity: Entity, message: Message) -> None:
         """A delivery that ended unsettled (abandon, lock expiry): count it, then make the
         message available again, or dead-letter it at MaxDeliveryCount."""
         self.locks.drop(entity, message)

@@ -143,8 +143,11 @@ class Connection(asyncio.Protocol):
             asyncio.get_running_loop().call_soon(self.flush)
 
     def flush(self) -> None:
+        """Write what is queued, once the store holds every change the bytes tell of (a
+        delivery's lock included: a crash right after it must still count the delivery)."""
         self._flush_scheduled = False
         if self._out and self.transport is not None and not self.transport.is_closing():
+            self.broker.store.commit()
             self.transport.write(bytes(self._out))
         self._out.clear()
 
@@ -323,6 +326,7 @@ class Connection(asyncio.Protocol):
         self.sessions.clear()
         for session in sessions:
             session.end()
+        self.broker.store.commit()  # what ending the sessions changed (session locks released)
         if self.transport is not None and not self.transport.is_closing():
             with contextlib.suppress(Exception):
                 if self._out:

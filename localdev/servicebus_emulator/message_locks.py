@@ -2,7 +2,8 @@
 
 A message of a plain entity has a lock of its own with a timer; a message received under a
 session lock holds as long as its session's lock (the session's timer covers it). Locks live
-in memory only; the store keeps enough to count a delivery that a restart interrupted.
+in memory; the store records only that a message is locked, so that a restart counts the
+delivery it interrupted (recovery.py), as a lock expiry would.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import uuid
 from .entities import Consumer, Entity
 from .errors import MessageLockLost, SessionLockLost
 from .message import Message
+from .store import Store
 from .timers import Timers, now_ms
 
 
 class MessageLocks:
-    def __init__(self, timers: Timers) -> None:
+    def __init__(self, timers: Timers, store: Store) -> None:
         self.timers = timers
+        self.store = store
         self.tokens: dict[uuid.UUID, tuple[Entity, Message]] = {}
 
     def lock(
@@ -28,6 +31,7 @@ class MessageLocks:
         message.locked_until = locked_until
         message.lock_owner = owner
         self.tokens[token] = (entity, message)
+        self.store.locked(entity.store_key, message.sequence_number, True)
         if entity.requires_session and message.session_id is not None:
             entity.session(message.session_id).locked.add(message.sequence_number)
         else:
@@ -35,7 +39,8 @@ class MessageLocks:
         return token
 
     def drop(self, entity: Entity, message: Message) -> None:
-        """Forget the message's lock, if it has one (settled, released, expired)."""
+        """Forget the message's lock, if it has one (settled, released, expired). The caller
+        stores what becomes of the message, which clears the stored lock."""
         if message.lock_token is not None:
             self.tokens.pop(message.lock_token, None)
             if entity.requires_session and message.session_id is not None:

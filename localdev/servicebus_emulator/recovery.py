@@ -1,5 +1,11 @@
 """Start from what the store kept (``--data-dir``): messages in their states, session states,
-the last sequence number and the duplicate-detection history of every entity."""
+the last sequence number and the duplicate-detection history of every entity.
+
+A restart ends every lock. A message that was delivered under a lock (its own or its session's)
+when the process ended comes back as after that lock's expiry: its delivery counts, so it is
+redelivered with delivery count + 1, or dead-lettered ``MaxDeliveryCountExceeded`` when that
+reaches MaxDeliveryCount.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,8 @@ from .timers import now_ms
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .entities import Entity
+    from .message import Message
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +33,8 @@ def restore(broker: Broker, store: SqliteStore) -> None:
     for name, message_id, expires_at in store.duplicates():
         if name in broker.duplicates and expires_at > now:
             broker.duplicates[name][message_id] = expires_at
-    for name, message in store.messages():
+    interrupted: list[tuple[Entity, Message]] = []
+    for name, message, locked in store.messages():
         queue = broker.entities.get(name)
         if queue is None:
             log.warning("dropping stored messages of %r: not in the config any more", name)
@@ -33,7 +42,9 @@ def restore(broker: Broker, store: SqliteStore) -> None:
         entity = queue.dead_letter if message.dead_lettered else queue
         assert entity is not None
         entity.messages[message.sequence_number] = message
-        if message.state == SCHEDULED and message.scheduled_at:
+        if locked:
+            interrupted.append((entity, message))
+        elif message.state == SCHEDULED and message.scheduled_at:
             broker.timers.add(message.scheduled_at, "due", entity, message.sequence_number)
         elif message.state == ACTIVE:
             if entity.requires_session and message.session_id is not None:
@@ -48,3 +59,6 @@ def restore(broker: Broker, store: SqliteStore) -> None:
         queue = broker.entities.get(name)
         if queue is not None:
             queue.session(session_id).state = state
+    for entity, message in interrupted:
+        broker.redeliver(entity, message)
+    store.commit()

@@ -1,9 +1,10 @@
-"""Durability with --data-dir: every acknowledged change is in SQLite (WAL) before the ack.
+"""Durability with --data-dir: every change is in SQLite (WAL) before the client hears of it.
 
 A write-through copy of the broker's state, read back once at start. In WAL mode with
 ``synchronous=NORMAL`` a commit is in the OS before the broker acknowledges it, so a killed
-process (kill -9 included) loses nothing it acknowledged; only a power cut could. Locks are not
-stored: after a restart every message is unlocked, as after a lock expiry.
+process (kill -9 included) loses nothing it acknowledged; only a power cut could. Of a lock the
+store keeps only that a message was delivered under one (``locked``): a restart ends every lock,
+and such a message comes back as after a lock expiry, its delivery counted.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ CREATE TABLE IF NOT EXISTS messages (
     message_id TEXT, session_id TEXT, enqueued_at INTEGER NOT NULL, ttl_ms INTEGER,
     expires_at INTEGER, scheduled_at INTEGER, delivery_count INTEGER NOT NULL,
     header BLOB NOT NULL, annotations BLOB NOT NULL, properties BLOB NOT NULL,
-    application_properties BLOB NOT NULL, body BLOB NOT NULL,
+    application_properties BLOB NOT NULL, body BLOB NOT NULL, locked INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (entity, seq));
 CREATE TABLE IF NOT EXISTS session_states (
     entity TEXT NOT NULL, session_id TEXT NOT NULL, state BLOB NOT NULL,
@@ -37,6 +38,7 @@ CREATE TABLE IF NOT EXISTS duplicates (
 class Store(Protocol):
     def put(self, entity: str, message: Message) -> None: ...
     def delete(self, entity: str, sequence_number: int) -> None: ...
+    def locked(self, entity: str, sequence_number: int, locked: bool) -> None: ...
     def session_state(self, entity: str, session_id: str, state: bytes | None) -> None: ...
     def sequence(self, entity: str, last: int) -> None: ...
     def duplicate(self, entity: str, message_id: str, expires_at: int) -> None: ...
@@ -51,6 +53,9 @@ class MemoryStore:
         pass
 
     def delete(self, entity: str, sequence_number: int) -> None:
+        pass
+
+    def locked(self, entity: str, sequence_number: int, locked: bool) -> None:
         pass
 
     def session_state(self, entity: str, session_id: str, state: bytes | None) -> None:
@@ -76,11 +81,19 @@ class SqliteStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(messages)")}
+        if "locked" not in columns:  # a data dir written before locks were recorded
+            self._db.execute("ALTER TABLE messages ADD COLUMN locked INTEGER NOT NULL DEFAULT 0")
+        self._dirty = False
         self._db.execute("BEGIN")
 
+    def _write(self, sql: str, values: tuple[Any, ...]) -> None:
+        self._db.execute(sql, values)
+        self._dirty = True
+
     def put(self, entity: str, message: Message) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        self._write(
+            "INSERT OR REPLACE INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 entity,
                 message.sequence_number,
@@ -98,35 +111,46 @@ class SqliteStore:
                 message.properties,
                 message.application_properties,
                 message.body,
+                int(message.lock_token is not None),
             ),
         )
 
     def delete(self, entity: str, sequence_number: int) -> None:
-        self._db.execute("DELETE FROM messages WHERE entity=? AND seq=?", (entity, sequence_number))
+        self._write("DELETE FROM messages WHERE entity=? AND seq=?", (entity, sequence_number))
+
+    def locked(self, entity: str, sequence_number: int, locked: bool) -> None:
+        self._write(
+            "UPDATE messages SET locked=? WHERE entity=? AND seq=?",
+            (int(locked), entity, sequence_number),
+        )
 
     def session_state(self, entity: str, session_id: str, state: bytes | None) -> None:
         if state is None:
-            self._db.execute(
+            self._write(
                 "DELETE FROM session_states WHERE entity=? AND session_id=?", (entity, session_id)
             )
         else:
-            self._db.execute(
+            self._write(
                 "INSERT OR REPLACE INTO session_states VALUES (?,?,?)", (entity, session_id, state)
             )
 
     def sequence(self, entity: str, last: int) -> None:
-        self._db.execute("INSERT OR REPLACE INTO sequences VALUES (?,?)", (entity, last))
+        self._write("INSERT OR REPLACE INTO sequences VALUES (?,?)", (entity, last))
 
     def duplicate(self, entity: str, message_id: str, expires_at: int) -> None:
-        self._db.execute(
+        self._write(
             "INSERT OR REPLACE INTO duplicates VALUES (?,?,?)", (entity, message_id, expires_at)
         )
 
     def commit(self) -> None:
-        """Make everything since the last commit durable; called before any acknowledgement."""
+        """Make everything since the last commit durable: called after each operation and
+        before any bytes go to a client, so no client hears of a change the store lacks."""
+        if not self._dirty:
+            return
         if self._db.in_transaction:
             self._db.execute("COMMIT")
         self._db.execute("BEGIN")
+        self._dirty = False
 
     def close(self) -> None:
         if self._db.in_transaction:
@@ -135,7 +159,8 @@ class SqliteStore:
 
     # reading back at start
 
-    def messages(self) -> Iterator[tuple[str, Message]]:
+    def messages(self) -> Iterator[tuple[str, Message, bool]]:
+        """(entity, message, whether it was delivered under a lock when the process ended)."""
         rows = self._db.execute("SELECT * FROM messages ORDER BY entity, seq")
         for row in rows:
             (entity, seq, dead, state, message_id, session_id, enqueued_at, ttl_ms) = row[:8]
@@ -159,6 +184,7 @@ class SqliteStore:
                     delivery_count=delivery_count,
                     dead_lettered=bool(dead),
                 ),
+                bool(row[16]),
             )
 
     def session_states(self) -> Iterator[tuple[str, str, bytes]]:

@@ -7,6 +7,7 @@ Each test starts an emulator of its own, so a fault cannot leak into the conform
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import os
 import socket
@@ -39,14 +40,19 @@ pytestmark = pytest.mark.integration
 LOCK_SECONDS = 3
 
 
+MAX_DELIVERY_COUNT = 2  # of the faults-max-2 queue
+
+
 def config() -> dict[str, Any]:
-    def queue(name: str, *, sessions: bool = False, duplicates: bool = False) -> dict[str, Any]:
+    def queue(
+        name: str, *, sessions: bool = False, duplicates: bool = False, max_delivery: int = 10
+    ) -> dict[str, Any]:
         return {
             "Name": name,
             "Properties": {
                 "RequiresSession": sessions,
                 "LockDuration": f"PT{LOCK_SECONDS}S",
-                "MaxDeliveryCount": 10,
+                "MaxDeliveryCount": max_delivery,
                 "DefaultMessageTimeToLive": "PT1H",
                 "DeadLetteringOnMessageExpiration": False,
                 "RequiresDuplicateDetection": duplicates,
@@ -63,6 +69,7 @@ def config() -> dict[str, Any]:
                         queue("faults"),
                         queue("faults-sessions", sessions=True),
                         queue("faults-duplicates", duplicates=True),
+                        queue("faults-max-2", max_delivery=MAX_DELIVERY_COUNT),
                     ],
                     "Topics": [],
                 }
@@ -241,31 +248,43 @@ LOCK_HOLDER = textwrap.dedent(
     """
     import sys, time
     from azure.servicebus import ServiceBusClient
-    with ServiceBusClient.from_connection_string(sys.argv[1], retry_total=0) as sb:
-        with sb.get_queue_receiver("faults", max_wait_time=10) as receiver:
+    connection_string, queue, session_id = sys.argv[1], sys.argv[2], sys.argv[3] or None
+    with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as sb:
+        with sb.get_queue_receiver(queue, session_id=session_id, max_wait_time=10) as receiver:
             (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=10)
-            print(message.sequence_number, flush=True)
+            print(message.sequence_number, message.delivery_count, flush=True)
             time.sleep(600)
     """
 )
+
+
+@contextlib.contextmanager
+def holding_a_lock(
+    connection_string: str, queue: str, session_id: str = ""
+) -> Iterator[tuple[int, int]]:
+    """A client in another process that received one message under a peek lock (its own, or
+    its session's) and holds it without settling: yields (sequence number, delivery count),
+    then SIGKILLs the client (no detach, no close: the socket just goes away)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, connection_string, queue, session_id],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        sequence_number, delivery_count = map(int, holder.stdout.readline().split())
+        yield sequence_number, delivery_count
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_a_vanished_client_s_message_comes_back_after_the_lock_duration(emulator: Any) -> None:
     with client(emulator.connection_string) as sb, sb.get_queue_sender("faults") as sender:
         sender.send_messages(ServiceBusMessage("held"))
 
-    holder = subprocess.Popen(
-        [sys.executable, "-c", LOCK_HOLDER, emulator.connection_string],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None
-        sequence_number = int(holder.stdout.readline())
+    with holding_a_lock(emulator.connection_string, "faults") as (sequence_number, _):
         locked_at = time.monotonic()
-    finally:
-        holder.kill()  # SIGKILL: no detach, no close, the socket just goes away
-        holder.wait()
 
     with client(emulator.connection_string) as sb, sb.get_queue_receiver("faults") as receiver:
         # Still locked by the dead client for now ...
@@ -281,6 +300,79 @@ def test_a_vanished_client_s_message_comes_back_after_the_lock_duration(emulator
         assert again[0].sequence_number == sequence_number
         assert again[0].delivery_count == 1
         receiver.complete_message(again[0])
+
+
+# --- a kill -9 while a message is locked ----------------------------------------------------
+
+
+def kill_while_locked(emu: Any, queue: str, session_id: str = "") -> tuple[int, int]:
+    """SIGKILL the emulator while a client holds one message of ``queue`` under a lock, then
+    restart it (same --data-dir); (sequence number, delivery count) as the client got it."""
+    with holding_a_lock(emu.connection_string, queue, session_id) as held:
+        emu.kill()
+    emu.restart()
+    return held
+
+
+def test_a_message_locked_at_a_kill_is_redelivered_with_its_delivery_counted(
+    tmp_path: Path,
+) -> None:
+    """A restart ends the lock as a lock expiry would: the interrupted delivery counts."""
+    with run_emulator(config(), data_dir=tmp_path) as emu:
+        with client(emu.connection_string) as sb, sb.get_queue_sender("faults") as sender:
+            sender.send_messages(ServiceBusMessage("held at the kill", message_id="held"))
+
+        sequence_number, first_count = kill_while_locked(emu, "faults")
+
+        with client(emu.connection_string) as sb, sb.get_queue_receiver("faults") as receiver:
+            (again,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            assert again.sequence_number == sequence_number
+            assert (first_count, again.delivery_count) == (0, 1)
+            receiver.complete_message(again)
+
+
+def test_a_message_locked_at_each_kill_is_dead_lettered_at_max_delivery_count(
+    tmp_path: Path,
+) -> None:
+    with run_emulator(config(), data_dir=tmp_path) as emu:
+        with client(emu.connection_string) as sb, sb.get_queue_sender("faults-max-2") as sender:
+            sender.send_messages(ServiceBusMessage("held twice", message_id="twice"))
+
+        counts = [kill_while_locked(emu, "faults-max-2")[1] for _ in range(MAX_DELIVERY_COUNT)]
+
+        assert counts == [0, 1]
+        assert emu.counts()["faults-max-2"]["active"] == 0
+        with (
+            client(emu.connection_string) as sb,
+            sb.get_queue_receiver("faults-max-2", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dead,
+        ):
+            (letter,) = dead.receive_messages(max_message_count=1, max_wait_time=5)
+            assert str(letter.message_id) == "twice"
+            assert letter.dead_letter_reason == "MaxDeliveryCountExceeded"
+            assert letter.delivery_count == MAX_DELIVERY_COUNT
+            dead.complete_message(letter)
+
+
+def test_a_message_of_a_session_locked_at_a_kill_is_redelivered_with_its_delivery_counted(
+    tmp_path: Path,
+) -> None:
+    session = "held-session"
+    with run_emulator(config(), data_dir=tmp_path) as emu:
+        with client(emu.connection_string) as sb, sb.get_queue_sender("faults-sessions") as s:
+            s.send_messages([ServiceBusMessage(f"s{n}", session_id=session) for n in range(2)])
+
+        sequence_number, first_count = kill_while_locked(emu, "faults-sessions", session)
+
+        with (
+            client(emu.connection_string) as sb,
+            sb.get_queue_receiver("faults-sessions", session_id=session) as receiver,
+        ):
+            received = receiver.receive_messages(max_message_count=2, max_wait_time=5)
+            assert [m.sequence_number for m in received][:1] == [sequence_number]
+            assert (first_count, received[0].delivery_count) == (0, 1)
+            assert [m.delivery_count for m in received[1:]] == [0]  # never delivered
+            for message in received:
+                receiver.complete_message(message)
 
 
 # --- receivers racing for one session -----------------------------------------------------
