@@ -16,6 +16,7 @@ import heapq
 import logging
 import uuid
 from collections.abc import Iterable
+from typing import Any
 
 from .config import QueueConfig
 from .dead_letters import DeadLetters
@@ -87,6 +88,8 @@ class Broker:
             and self._seen(entity, incoming.message_id, now)
         ):
             return None
+        if incoming.message_id is None:  # Service Bus assigns one (SDKs renew locks by it)
+            incoming.assign_message_id(uuid.uuid4().hex)
         sequence = self.sequences[entity.name] + 1
         self.sequences[entity.name] = sequence
         self.store.sequence(entity.name, sequence)
@@ -251,14 +254,30 @@ class Broker:
                 self._make_available(entity, message)
             self.store.commit()
 
-    def abandon(self, token: uuid.UUID, session_id: str | None = None) -> None:
+    def abandon(
+        self,
+        token: uuid.UUID,
+        session_id: str | None = None,
+        properties: dict[str, Any] | None = None,
+    ) -> None:
+        """Give the message back (its delivery counts); ``properties`` are application
+        properties to modify on the way (the SDKs' propertiesToModify)."""
         entity, message = self.locks.find(token, session_id)
+        if properties:
+            message.set_properties(properties)
         self.redeliver(entity, message)
         self.store.commit()
 
-    def defer(self, token: uuid.UUID, session_id: str | None = None) -> None:
+    def defer(
+        self,
+        token: uuid.UUID,
+        session_id: str | None = None,
+        properties: dict[str, Any] | None = None,
+    ) -> None:
         entity, message = self.locks.find(token, session_id)
         self.locks.drop(entity, message)
+        if properties:
+            message.set_properties(properties)
         message.state = DEFERRED
         self.store.put(entity.store_key, message)
         self.store.commit()
@@ -269,9 +288,12 @@ class Broker:
         reason: str | None,
         description: str | None,
         session_id: str | None = None,
+        properties: dict[str, Any] | None = None,
     ) -> None:
         entity, message = self.locks.find(token, session_id)
         self.locks.drop(entity, message)
+        if properties:
+            message.set_properties(properties)
         self.dead_letters.move(entity, message, reason, description)
         self.store.commit()
 

@@ -41,7 +41,9 @@ class DeadLetters:
         target = entity.queue.dead_letter
         assert target is not None
         entity.messages.pop(message.sequence_number, None)
-        message.dead_letter_properties(reason, description)
+        message.set_properties(
+            {"DeadLetterReason": reason, "DeadLetterErrorDescription": description}
+        )
         if self._forward(entity, message):
             return
         message.dead_lettered = True

@@ -21,7 +21,8 @@ from .framing import (
     error,
 )
 from .links import InboundLink
-from .message import DATA, Incoming, InvalidMessage, parse, sections
+from .message import Incoming, parse
+from .sections import DATA, InvalidMessage, sections
 
 if TYPE_CHECKING:
     from .session import AmqpSession

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .codec import Array, Described, Int, Long, Timestamp, decode_all
 from .entities import Entity
 from .errors import BrokerError, MessageNotFound
-from .message import AMQP_VALUE, APPLICATION_PROPERTIES, PROPERTIES, InvalidMessage, sections
+from .sections import AMQP_VALUE, APPLICATION_PROPERTIES, PROPERTIES, InvalidMessage, sections
 
 if TYPE_CHECKING:
     from .session import AmqpSession
@@ -75,17 +75,31 @@ def put_token(request: Request) -> tuple[int, str]:
     return 202, "Accepted"
 
 
-def dead_letter_fields(failure: Any) -> tuple[str | None, str | None]:
-    """Reason and description from a ``rejected`` outcome's error (the SDK's dead-letter)."""
+DEAD_LETTER_REASON, DEAD_LETTER_DESCRIPTION = "DeadLetterReason", "DeadLetterErrorDescription"
+
+
+def properties_to_modify(value: Any) -> dict[str, Any]:
+    """Application properties a settlement modifies (the SDKs' propertiesToModify): a map with
+    string or symbol keys, as the ``modified`` outcome, a dead-letter ``rejected`` outcome's
+    error info and the ``properties-to-modify`` of update-disposition carry them."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(key): item for key, item in value.items() if isinstance(key, str)}
+
+
+def dead_letter_fields(failure: Any) -> tuple[str | None, str | None, dict[str, Any]]:
+    """Reason, description and properties to modify from a ``rejected`` outcome's error (the
+    SDKs' dead-letter: the reason and description ride in the error's info map)."""
     if not isinstance(failure, Described) or not isinstance(failure.value, list):
-        return None, None
+        return None, None, {}
     fields = failure.value + [None] * 3
-    info = fields[2] if isinstance(fields[2], dict) else {}
-    reason = info.get("DeadLetterReason")
-    description = info.get("DeadLetterErrorDescription")
+    properties = properties_to_modify(fields[2])
+    reason = properties.pop(DEAD_LETTER_REASON, None)
+    description = properties.pop(DEAD_LETTER_DESCRIPTION, None)
     return (
         reason if isinstance(reason, str) else None,
         description if isinstance(description, str) else None,
+        properties,
     )
 
 
@@ -218,20 +232,22 @@ def receive_by_sequence_number(session: AmqpSession, entity: Entity, request: Re
 def update_disposition(session: AmqpSession, entity: Entity, request: Request) -> Response:
     status = request.field("disposition-status", str)
     sid = _session_id(request)
+    changes = properties_to_modify(request.field("properties-to-modify", dict, required=False))
     broker = session.broker
     for token in _tokens(request):
         if status == "completed":
             broker.complete(token, sid)
         elif status == "abandoned":
-            broker.abandon(token, sid)
+            broker.abandon(token, sid, changes)
         elif status in ("defered", "deferred"):
-            broker.defer(token, sid)
+            broker.defer(token, sid, changes)
         elif status == "suspended":
             broker.dead_letter(
                 token,
                 request.field("deadletter-reason", str, required=False),
                 request.field("deadletter-description", str, required=False),
                 sid,
+                changes,
             )
         else:
             raise BrokerError(f"Unknown disposition-status {status!r}.")

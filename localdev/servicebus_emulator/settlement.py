@@ -45,14 +45,15 @@ def _settle(
             broker.complete(token, sid)
         elif code == RELEASED:
             broker.release(token)
-        elif code == MODIFIED:
+        elif code == MODIFIED:  # message-annotations: the SDKs' propertiesToModify
+            changes = management.properties_to_modify(values[2])
             if values[1]:  # undeliverable-here: the SDK's defer
-                broker.defer(token, sid)
+                broker.defer(token, sid, changes)
             else:
-                broker.abandon(token, sid)
+                broker.abandon(token, sid, changes)
         elif code == REJECTED:
-            reason, description = management.dead_letter_fields(values[0])
-            broker.dead_letter(token, reason, description, sid)
+            reason, description, changes = management.dead_letter_fields(values[0])
+            broker.dead_letter(token, reason, description, sid, changes)
             return Described(ULong(REJECTED), [])
         else:
             return None

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .codec import decode_all, encode, skip, write_map_body
-from .message import MESSAGE_ANNOTATIONS, Message, raw_map_items
+from .message import Message
+from .sections import MESSAGE_ANNOTATIONS, raw_map_items
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (

@@ -173,6 +173,30 @@ async def test_an_amqp_value_body_round_trips(bus: Bus, queues: Queues) -> None:
         await result(receiver.complete_message(received))
 
 
+async def test_a_message_sent_without_a_message_id_gets_one_from_the_broker(
+    bus: Bus, queues: Queues
+) -> None:
+    """ServiceBusMessage always sets one; an AmqpAnnotatedMessage (like the JavaScript SDK's
+    default) need not. Service Bus then assigns one, which the SDKs settle and renew by."""
+    tag = Tag()
+    await bus.send(
+        queues.plain,
+        [
+            AmqpAnnotatedMessage(data_body=b"anonymous", application_properties={TAG: tag.id})
+            for _ in range(2)
+        ],
+    )
+
+    async with bus.receiver(queues.plain) as receiver:
+        received = await tag.receive(receiver, 2)
+        ids = [m.message_id for m in received]
+        assert all(ids) and len(set(ids)) == 2, ids
+        renewed = await result(receiver.renew_message_lock(received[0]))
+        assert renewed >= received[0].locked_until_utc
+        for message in received:
+            await result(receiver.complete_message(message))
+
+
 async def test_a_batch_of_almost_one_mib_round_trips(bus: Bus, queues: Queues) -> None:
     tag = Tag()
     payloads = [os.urandom(60 * 1024) for _ in range(15)]  # ~900 KiB in one transfer

@@ -1,0 +1,70 @@
+// What every JavaScript conformance test shares: the namespace from the environment (the pytest
+// test that runs `node --test` sets it), the queue names of tests/emulator/config.json, and a
+// Tag that marks a test's own messages, as tests/emulator/sdk.py does for the Python tests.
+import { randomUUID } from "node:crypto";
+import { ServiceBusClient } from "@azure/service-bus";
+
+export const connectionString = required("SERVICEBUS_CONNECTION_STRING");
+
+export const queues = {
+  plain: "conformance-plain",
+  sessions: "conformance-sessions",
+  shortLock: "conformance-short-lock", // LockDuration PT5S, MaxDeliveryCount 3
+};
+
+export const TAG = "conformance-test";
+
+function required(name) {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: run these tests through pytest (tests/emulator)`);
+  return value;
+}
+
+export function client() {
+  return new ServiceBusClient(connectionString, { retryOptions: { maxRetries: 0 } });
+}
+
+/** One test's mark: its messages carry it, and it receives only those. */
+export class Tag {
+  constructor() {
+    this.id = randomUUID().replaceAll("-", "");
+  }
+
+  message(fields = {}) {
+    return {
+      body: fields.body ?? this.id,
+      ...fields,
+      applicationProperties: { [TAG]: this.id, ...(fields.applicationProperties ?? {}) },
+    };
+  }
+
+  owns(message) {
+    return message.applicationProperties?.[TAG] === this.id;
+  }
+
+  /** Receive until `count` messages of this test arrived or `timeoutMs` passed; other tests'
+   * leftovers are completed (peek-lock) or gone (receive-and-delete). */
+  async receive(receiver, count, { timeoutMs = 10_000 } = {}) {
+    const mine = [];
+    const deadline = Date.now() + timeoutMs;
+    while (mine.length < count && Date.now() < deadline) {
+      const wait = Math.max(500, Math.min(2000, deadline - Date.now()));
+      const batch = await receiver.receiveMessages(count - mine.length, { maxWaitTimeInMs: wait });
+      for (const message of batch) {
+        if (this.owns(message)) mine.push(message);
+        else if (receiver.receiveMode === "peekLock") await receiver.completeMessage(message);
+      }
+    }
+    return mine;
+  }
+}
+
+/** Run `body` with a client, closing it however the body ends. */
+export async function withClient(body) {
+  const sb = client();
+  try {
+    return await body(sb);
+  } finally {
+    await sb.close();
+  }
+}
