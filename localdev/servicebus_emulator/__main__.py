@@ -12,7 +12,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, QueueConfig, load
+from .config import ConfigError, NamespaceConfig, load
 from .server import CONNECTION_STRING, Emulator
 
 log = logging.getLogger("localdev.servicebus_emulator")
@@ -45,20 +45,20 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        queues = load(args.config)
+        namespace = load(args.config)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:
-        _run(_serve(queues, args))
+        _run(_serve(namespace, args))
     except OSError as error:
         print(f"error: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr)
         return 1
     return 0
 
 
-async def _serve(queues: list[QueueConfig], args: argparse.Namespace) -> None:
-    emulator = Emulator(queues, args.data_dir)
+async def _serve(namespace: NamespaceConfig, args: argparse.Namespace) -> None:
+    emulator = Emulator(namespace, args.data_dir)
     port, http_port = await emulator.start(
         args.host, args.port, 0 if args.http_port is None else args.http_port
     )
@@ -69,8 +69,10 @@ async def _serve(queues: list[QueueConfig], args: argparse.Namespace) -> None:
             loop.add_signal_handler(sig, stop.set)
     durable = f"data in {args.data_dir}" if args.data_dir else "in memory"
     log.info(
-        "Service Bus emulator ready on amqp://%s:%d (%d queues, %s); health: http://%s:%d/health",
-        args.host, port, len(queues), durable, args.host, http_port,
+        "Service Bus emulator ready on amqp://%s:%d (%d queues, %d topics, %s); "
+        "health: http://%s:%d/health",
+        args.host, port, len(namespace.queues), len(namespace.topics), durable, args.host,
+        http_port,
     )  # fmt: skip
     log.info("connection string: %s", CONNECTION_STRING.format(host=args.host, port=port))
     await stop.wait()

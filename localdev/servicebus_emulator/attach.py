@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .codec import Described, Long, Symbol, UByte, UInt, ULong
-from .entities import Session
-from .errors import BrokerError, EntityNotFound
+from .entities import SUBSCRIPTION, TOPIC, Session
+from .errors import BrokerError, EntityNotFound, NotAllowed
 from .framing import (
     ATTACH,
     DETACH,
@@ -86,6 +86,8 @@ def _attach_inbound(amqp: AmqpSession, request: Attach) -> None:
             link.entity = amqp.broker.entity(path)
             if link.entity.is_dead_letter:
                 raise EntityNotFound(f"Cannot send to the dead-letter sub-queue '{path}'.")
+            if link.entity.kind == SUBSCRIPTION:
+                raise NotAllowed(f"Cannot send to the subscription '{path}'; send to its topic.")
         elif kind == "management":
             link.entity = amqp.broker.entity(path.rsplit("/$management", 1)[0])
     except BrokerError as failure:
@@ -115,6 +117,10 @@ def _attach_outbound(amqp: AmqpSession, request: Attach) -> None:
     link.wants_session = SESSION_FILTER in filters
     try:
         link.entity = entity = amqp.broker.entity(path)
+        if entity.kind == TOPIC:
+            raise NotAllowed(
+                f"Cannot receive from the topic '{path}'; receive from one of its subscriptions."
+            )
         if not link.wants_session:
             amqp.broker.attach(entity, link)
             _complete_outbound_attach(amqp, link, request, None)

@@ -18,18 +18,17 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from .config import QueueConfig
+from .config import NamespaceConfig
 from .dead_letters import DeadLetters
-from .entities import Consumer, Entities, Entity
+from .entities import TOPIC, Consumer, Entities, Entity
 from .errors import (
-    BrokerError,
     MessageNotFound,
-    MessageTooLarge,
     NotAllowed,
 )
 from .message import ACTIVE, DEFERRED, SCHEDULED, Incoming, Message
 from .message_locks import MessageLocks
 from .recovery import restore
+from .routing import Router
 from .session_locks import SessionLocks, deliverable
 from .store import MemoryStore, SqliteStore, Store
 from .timers import Timers, now_ms
@@ -40,9 +39,9 @@ MAX_MESSAGE_SIZE = 1024 * 1024
 
 
 class Broker:
-    def __init__(self, queues: Iterable[QueueConfig], store: Store | None = None) -> None:
+    def __init__(self, namespace: NamespaceConfig, store: Store | None = None) -> None:
         self.store: Store = store or MemoryStore()
-        self.entities = Entities(queues)
+        self.entities = Entities(namespace)
         self.timers = Timers()
         self.locks = MessageLocks(self.timers, self.store)
         self.sessions = SessionLocks(self.timers, self.store, self.redeliver)
@@ -53,10 +52,9 @@ class Broker:
             make_available=self._make_available,
             remove=self._remove,
         )
-        self.sequences: dict[str, int] = {q.name: 0 for q in self.entities.queues.values()}
-        self.duplicates: dict[str, dict[str, int]] = {
-            q.name: {} for q in self.entities.queues.values()
-        }
+        self.router = Router(
+            self.entities, self.store, self.timers, self.dead_letters, self.enqueue
+        )
         if isinstance(self.store, SqliteStore):
             restore(self, self.store)
 
@@ -66,34 +64,26 @@ class Broker:
     # ------------------------------------------------------------------ sending
 
     def send(self, entity: Entity, incoming: Incoming, size: int) -> int | None:
-        """Enqueue (or schedule) one message; None when duplicate detection dropped it."""
-        if size > MAX_MESSAGE_SIZE:
-            raise MessageTooLarge(
-                f"The received message (size {size} bytes) exceeds the limit "
-                f"({MAX_MESSAGE_SIZE} bytes) currently allowed on the link."
-            )
-        if entity.is_dead_letter:
-            raise NotAllowed("Messages cannot be sent to a dead-letter sub-queue.")
-        config = entity.config
+        """Accept one message sent to a queue or a topic (routing.py); its sequence number, or
+        None when duplicate detection dropped it."""
+        return self.router.send(entity, incoming, size)
+
+    def enqueue(
+        self,
+        entity: Entity,
+        incoming: Incoming,
+        size: int,
+        topic_ttl_ms: int | None = None,
+        available: bool = True,
+    ) -> Message:
+        """Store a message in a queue or subscription: active (offered to receivers unless
+        ``available`` is false), or scheduled. Its time to live is its own, else the entity's
+        default (Service Bus takes the lower of the two), the topic's default standing in for
+        its own when it came through a topic."""
         now = now_ms()
-        if entity.requires_session and not incoming.session_id:
-            raise BrokerError(
-                f"The SessionId was not set on a message, and it cannot be sent to the entity "
-                f"'{entity.name}'. Entities that have session support enabled can only "
-                "receive messages that have a non-empty SessionId."
-            )
-        if (
-            config.requires_duplicate_detection
-            and incoming.message_id is not None
-            and self._seen(entity, incoming.message_id, now)
-        ):
-            return None
-        if incoming.message_id is None:  # Service Bus assigns one (SDKs renew locks by it)
-            incoming.assign_message_id(uuid.uuid4().hex)
-        sequence = self.sequences[entity.name] + 1
-        self.sequences[entity.name] = sequence
-        self.store.sequence(entity.name, sequence)
-        ttl = incoming.ttl_ms or config.default_ttl_ms
+        sequence = self.router.next_sequence(entity)
+        own, default = incoming.ttl_ms or topic_ttl_ms, entity.config.default_ttl_ms
+        ttl = min(own, default) if own and default else own or default
         scheduled = incoming.scheduled_at if (incoming.scheduled_at or 0) > now else None
         enqueued = scheduled or now
         message = Message(
@@ -115,25 +105,11 @@ class Broker:
         self.store.put(entity.store_key, message)
         if scheduled:
             self.timers.add(scheduled, "due", entity, sequence)
-        else:
+        elif available:
             self._make_available(entity, message)
         if message.expires_at is not None:
             self.timers.add(message.expires_at, "ttl", entity, sequence)
-        return sequence
-
-    def _seen(self, entity: Entity, message_id: str, now: int) -> bool:
-        """Duplicate detection: True when this id came within the window (and is dropped)."""
-        seen = self.duplicates[entity.name]
-        expires = seen.get(message_id)
-        if expires is not None and expires > now:
-            return True
-        expires_at = now + entity.config.duplicate_detection_window_ms
-        seen[message_id] = expires_at
-        self.store.duplicate(entity.name, message_id, expires_at)
-        if len(seen) > 10_000 and len(seen) % 1000 == 0:
-            for key in [key for key, when in seen.items() if when <= now]:
-                del seen[key]
-        return False
+        return message
 
     def cancel_scheduled(self, entity: Entity, sequence_numbers: Iterable[int]) -> None:
         for sequence in sequence_numbers:
@@ -312,6 +288,8 @@ class Broker:
             if kind == "lock" and message.lock_token is not None and message.locked_until <= now:
                 if message.session_id is None or not entity.requires_session:
                     self.redeliver(entity, message)
+            elif kind == "due" and message.state == SCHEDULED and entity.kind == TOPIC:
+                self.router.due(entity, message)
             elif kind == "due" and message.state == SCHEDULED:
                 message.state = ACTIVE
                 self.store.put(entity.store_key, message)

@@ -41,8 +41,10 @@ class DeadLetters:
         target = entity.queue.dead_letter
         assert target is not None
         entity.messages.pop(message.sequence_number, None)
+        given = {"DeadLetterReason": reason, "DeadLetterErrorDescription": description}
         message.set_properties(
-            {"DeadLetterReason": reason, "DeadLetterErrorDescription": description}
+            {key: value for key, value in given.items() if value is not None},
+            removed=[key for key, value in given.items() if value is None],
         )
         if self._forward(entity, message):
             return
@@ -80,17 +82,8 @@ class DeadLetters:
         target = self.entities.get(name) if name else None
         if target is None or entity.is_dead_letter or target is entity.queue:
             return False
-        incoming = Incoming(
-            message_id=message.message_id,
-            session_id=message.session_id,
-            ttl_ms=message.ttl_ms,
-            scheduled_at=None,
-            header=message.header,
-            annotations=message.annotations,
-            properties=message.properties,
-            application_properties=message.application_properties,
-            body=message.body,
-        )
+        incoming = message.as_incoming()
+        incoming.scheduled_at = None
         try:
             self.send(target, incoming, message.size)
         except BrokerError as failure:

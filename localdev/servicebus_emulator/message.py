@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,11 +78,25 @@ class Message:
     def size(self) -> int:
         return len(self.properties) + len(self.application_properties) + len(self.body)
 
-    def set_properties(self, values: dict[str, Any]) -> None:
-        """Set application properties (None removes one): a settlement's properties to modify,
-        a dead letter's reason and description. The other properties keep their bytes."""
+    def as_incoming(self) -> Incoming:
+        """The message as if sent again (forwarded, or fanned out when its schedule is due)."""
+        return Incoming(
+            self.message_id,
+            self.session_id,
+            self.ttl_ms,
+            self.scheduled_at,
+            list(self.header),
+            list(self.annotations),
+            self.properties,
+            self.application_properties,
+            self.body,
+        )
+
+    def set_properties(self, values: dict[str, Any], removed: Iterable[str] = ()) -> None:
+        """Set application properties and remove others (a settlement's properties to modify,
+        a dead letter's reason and description); the rest keep their bytes."""
         self.application_properties = with_map_items(
-            self.application_properties, APPLICATION_PROPERTIES, values
+            self.application_properties, APPLICATION_PROPERTIES, values, removed
         )
         self.bare = None
 

@@ -26,20 +26,21 @@ log = logging.getLogger(__name__)
 
 
 def restore(broker: Broker, store: SqliteStore) -> None:
-    broker.sequences.update(
-        {name: last for name, last in store.sequences().items() if name in broker.sequences}
+    router = broker.router
+    router.sequences.update(
+        {name: last for name, last in store.sequences().items() if broker.entities.get(name)}
     )
     now = now_ms()
     for name, message_id, expires_at in store.duplicates():
-        if name in broker.duplicates and expires_at > now:
-            broker.duplicates[name][message_id] = expires_at
+        if expires_at > now and broker.entities.get(name):
+            router.duplicates.setdefault(name, {})[message_id] = expires_at
     interrupted: list[tuple[Entity, Message]] = []
     for name, message, locked in store.messages():
         queue = broker.entities.get(name)
         if queue is None:
-            log.warning("dropping stored messages of %r: not in the config any more", name)
+            log.warning("dropping stored messages of %r: it does not exist any more", name)
             continue
-        entity = queue.dead_letter if message.dead_lettered else queue
+        entity = queue.dead_letter if message.dead_lettered and queue.dead_letter else queue
         assert entity is not None
         entity.messages[message.sequence_number] = message
         if locked:

@@ -5,6 +5,7 @@ must change it: its own annotations, a message id it assigns, properties a settl
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from .codec import DecodeError, decode, skip, write, write_map_body
@@ -121,9 +122,11 @@ def list_section(code: int, items: list[bytes]) -> bytes:
     return bytes((0x00, 0x53, code)) + head + body
 
 
-def with_map_items(section: bytes, code: int, updates: dict[str, Any]) -> bytes:
+def with_map_items(
+    section: bytes, code: int, updates: dict[str, Any], removed: Iterable[str] = ()
+) -> bytes:
     """A map section (or a new one when ``section`` is empty) where each key of ``updates``
-    has its new value (None: the key is removed); the other items keep their bytes."""
-    kept = [raw for key, raw in (raw_map_items(section) if section else []) if key not in updates]
-    added = [pair(key, value) for key, value in updates.items() if value is not None]
-    return map_section(code, kept + added)
+    has its new value and the ``removed`` keys are gone; the other items keep their bytes."""
+    dropped = set(updates) | set(removed)
+    kept = [raw for key, raw in (raw_map_items(section) if section else []) if key not in dropped]
+    return map_section(code, kept + [pair(key, value) for key, value in updates.items()])

@@ -6,12 +6,11 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .broker import Broker
-from .config import QueueConfig
+from .config import NamespaceConfig
 from .connection import Connection
 from .store import SqliteStore, Store
 from .timers import now_ms
@@ -26,9 +25,9 @@ IDLE_WAKE_MS = 1000
 
 
 class Emulator:
-    def __init__(self, queues: Sequence[QueueConfig], data_dir: Path | None = None) -> None:
+    def __init__(self, namespace: NamespaceConfig, data_dir: Path | None = None) -> None:
         self.store: Store | None = SqliteStore(data_dir) if data_dir else None
-        self.broker = Broker(queues, self.store)
+        self.broker = Broker(namespace, self.store)
         self.connections: set[Connection] = set()
         self._servers: list[asyncio.base_events.Server] = []
         self._ticker: asyncio.Task[None] | None = None

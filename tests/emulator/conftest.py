@@ -26,7 +26,7 @@ import pytest
 
 from localdev.servicebus_emulator.testing import run_emulator
 
-from .sdk import Bus, Queues
+from .sdk import Bus, Queues, Topics
 
 CONFIG_PATH = Path(__file__).with_name("config.json")
 REAL_ENV = "SERVICEBUS_CONNECTION_STRING"
@@ -70,3 +70,8 @@ def bus(request: pytest.FixtureRequest, connection_string: str) -> Bus:
 @pytest.fixture(scope="session")
 def queues() -> Queues:
     return Queues()
+
+
+@pytest.fixture(scope="session")
+def topics() -> Topics:
+    return Topics()

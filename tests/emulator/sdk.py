@@ -66,6 +66,37 @@ class Queues:
     duplicates_short_window: str = "conformance-duplicates-short-window"  # window PT20S
 
 
+@dataclass(frozen=True)
+class Topic:
+    """A topic of tests/emulator/config.json (sent to with a topic sender)."""
+
+    name: str
+
+    def subscription(self, name: str) -> Subscription:
+        return Subscription(self.name, name)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A topic's subscription (received from with a subscription receiver)."""
+
+    topic: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Topics:
+    """The topics of tests/emulator/config.json and what their subscriptions select."""
+
+    # all ($Default), red (color = 'red'), fields (one correlation rule per field), both
+    # (CorrelationId and Label), sql (a SQL filter and action), copies (rules with actions)
+    main: Topic = Topic("conformance-topic")
+    sessions: Topic = Topic("conformance-topic-sessions")  # sessions (RequiresSession), plain
+    # to-queue (ForwardTo conformance-forwarded), kept (LockDuration PT5S, MaxDeliveryCount 2)
+    forward: Topic = Topic("conformance-topic-forward")
+    forwarded_queue: str = "conformance-forwarded"
+
+
 SHORT_LOCK_SECONDS = 5
 MAX_DELIVERY_COUNT = 3
 DEFAULT_TTL_SECONDS = 3
@@ -87,29 +118,35 @@ class Bus:
         return cls.from_connection_string(self.connection_string, **kwargs)
 
     @asynccontextmanager
-    async def sender(self, queue: str) -> AsyncIterator[Any]:
-        async with (
-            opened(self.client()) as client,
-            opened(client.get_queue_sender(queue)) as sender,
-        ):
-            yield sender
+    async def sender(self, entity: str | Topic) -> AsyncIterator[Any]:
+        """A sender to a queue (by name) or a topic."""
+        async with opened(self.client()) as client:
+            if isinstance(entity, Topic):
+                handler = client.get_topic_sender(entity.name)
+            else:
+                handler = client.get_queue_sender(entity)
+            async with opened(handler) as sender:
+                yield sender
 
     @asynccontextmanager
-    async def receiver(self, queue: str, **kwargs: Any) -> AsyncIterator[Any]:
+    async def receiver(self, entity: str | Subscription, **kwargs: Any) -> AsyncIterator[Any]:
+        """A receiver of a queue (by name) or a subscription."""
         kwargs.setdefault("max_wait_time", 2)
-        async with (
-            opened(self.client()) as client,
-            opened(client.get_queue_receiver(queue, **kwargs)) as receiver,
-        ):
-            yield receiver
+        async with opened(self.client()) as client:
+            if isinstance(entity, Subscription):
+                handler = client.get_subscription_receiver(entity.topic, entity.name, **kwargs)
+            else:
+                handler = client.get_queue_receiver(entity, **kwargs)
+            async with opened(handler) as receiver:
+                yield receiver
 
-    async def send(self, queue: str, messages: Any) -> None:
-        async with self.sender(queue) as sender:
+    async def send(self, entity: str | Topic, messages: Any) -> None:
+        async with self.sender(entity) as sender:
             await result(sender.send_messages(messages))
 
     async def take(
         self,
-        queue: str,
+        entity: str | Subscription,
         tag: Tag,
         count: int,
         *,
@@ -121,7 +158,7 @@ class Bus:
         with ``dead_letters``). With ``exactly`` it then waits a second for one more, which
         the caller's assertion on the list then shows."""
         async with self.receiver(
-            queue,
+            entity,
             sub_queue=ServiceBusSubQueue.DEAD_LETTER if dead_letters else None,
             receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
         ) as receiver:

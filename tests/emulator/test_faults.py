@@ -71,7 +71,16 @@ def config() -> dict[str, Any]:
                         queue("faults-duplicates", duplicates=True),
                         queue("faults-max-2", max_delivery=MAX_DELIVERY_COUNT),
                     ],
-                    "Topics": [],
+                    "Topics": [
+                        {
+                            "Name": "faults-topic",
+                            "Properties": {"DefaultMessageTimeToLive": "PT1H"},
+                            "Subscriptions": [
+                                {"Name": name, "Properties": queue(name)["Properties"]}
+                                for name in ("first", "second")
+                            ],
+                        }
+                    ],
                 }
             ],
             "Logging": {"Type": "Console"},
@@ -242,15 +251,48 @@ def test_sequence_numbers_and_duplicate_history_survive_kill_and_restart(tmp_pat
     assert after[0].sequence_number > max(m.sequence_number for m in before)
 
 
+def test_subscriptions_and_a_topic_s_scheduled_messages_survive_kill_and_restart(
+    tmp_path: Path,
+) -> None:
+    with run_emulator(config(), data_dir=tmp_path) as emu:
+        with client(emu.connection_string) as sb, sb.get_topic_sender("faults-topic") as sender:
+            sender.send_messages(ServiceBusMessage("fanned", message_id="fanned"))
+            later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
+            (scheduled,) = sender.schedule_messages(ServiceBusMessage("later"), later)
+
+        held = kill_while_locked(emu, "faults-topic/Subscriptions/first")
+
+        assert held[1] == 0
+        assert emu.counts()["faults-topic"]["scheduled"] == 1
+        with client(emu.connection_string) as sb:
+            for name, expected in (("first", 1), ("second", 0)):
+                with sb.get_subscription_receiver("faults-topic", name) as receiver:
+                    (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+                    assert (str(message.message_id), message.delivery_count) == (
+                        "fanned",
+                        expected,
+                    )
+                    receiver.complete_message(message)
+            with sb.get_topic_sender("faults-topic") as sender:
+                sender.cancel_scheduled_messages(scheduled)
+        assert emu.counts()["faults-topic"]["scheduled"] == 0
+
+
 # --- a client that vanishes ---------------------------------------------------------------
 
 LOCK_HOLDER = textwrap.dedent(
     """
     import sys, time
     from azure.servicebus import ServiceBusClient
-    connection_string, queue, session_id = sys.argv[1], sys.argv[2], sys.argv[3] or None
+    connection_string, entity, session_id = sys.argv[1], sys.argv[2], sys.argv[3] or None
+    options = {"session_id": session_id, "max_wait_time": 10}
     with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as sb:
-        with sb.get_queue_receiver(queue, session_id=session_id, max_wait_time=10) as receiver:
+        if "/Subscriptions/" in entity:  # topic/Subscriptions/name
+            topic, _, name = entity.split("/")
+            receiver = sb.get_subscription_receiver(topic, name, **options)
+        else:
+            receiver = sb.get_queue_receiver(entity, **options)
+        with receiver:
             (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=10)
             print(message.sequence_number, message.delivery_count, flush=True)
             time.sleep(600)
@@ -260,13 +302,14 @@ LOCK_HOLDER = textwrap.dedent(
 
 @contextlib.contextmanager
 def holding_a_lock(
-    connection_string: str, queue: str, session_id: str = ""
+    connection_string: str, entity: str, session_id: str = ""
 ) -> Iterator[tuple[int, int]]:
-    """A client in another process that received one message under a peek lock (its own, or
+    """A client in another process that received one message of ``entity`` (a queue, or
+    ``topic/Subscriptions/name``) under a peek lock (its own, or
     its session's) and holds it without settling: yields (sequence number, delivery count),
     then SIGKILLs the client (no detach, no close: the socket just goes away)."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", LOCK_HOLDER, connection_string, queue, session_id],
+        [sys.executable, "-c", LOCK_HOLDER, connection_string, entity, session_id],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -305,10 +348,10 @@ def test_a_vanished_client_s_message_comes_back_after_the_lock_duration(emulator
 # --- a kill -9 while a message is locked ----------------------------------------------------
 
 
-def kill_while_locked(emu: Any, queue: str, session_id: str = "") -> tuple[int, int]:
-    """SIGKILL the emulator while a client holds one message of ``queue`` under a lock, then
+def kill_while_locked(emu: Any, entity: str, session_id: str = "") -> tuple[int, int]:
+    """SIGKILL the emulator while a client holds one message of ``entity`` under a lock, then
     restart it (same --data-dir); (sequence number, delivery count) as the client got it."""
-    with holding_a_lock(emu.connection_string, queue, session_id) as held:
+    with holding_a_lock(emu.connection_string, entity, session_id) as held:
         emu.kill()
     emu.restart()
     return held

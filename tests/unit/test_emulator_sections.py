@@ -41,7 +41,7 @@ def test_a_message_without_a_properties_section_gets_one_for_its_id() -> None:
 def test_properties_to_modify_replace_add_and_remove_keeping_the_others_bytes() -> None:
     original = section(APPLICATION_PROPERTIES, {"keep": UInt(7), "change": "old", "drop": 1})
 
-    changed = with_map_items(original, APPLICATION_PROPERTIES, {"change": "new", "drop": None})
+    changed = with_map_items(original, APPLICATION_PROPERTIES, {"change": "new"}, ["drop"])
 
     assert decode_all(changed).value == {"keep": 7, "change": "new"}
     kept = dict(raw_map_items(original))["keep"]

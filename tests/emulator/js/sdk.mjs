@@ -12,6 +12,14 @@ export const queues = {
   shortLock: "conformance-short-lock", // LockDuration PT5S, MaxDeliveryCount 3
 };
 
+// Topics of tests/emulator/config.json: conformance-topic has the subscriptions all ($Default),
+// red (color = 'red'), sql (quantity > 10 AND sys.Label LIKE 'order%', SET priority = 'high')
+// and more; conformance-topic-sessions has sessions (RequiresSession) and plain.
+export const topics = {
+  main: "conformance-topic",
+  sessions: "conformance-topic-sessions",
+};
+
 export const TAG = "conformance-test";
 
 function required(name) {
