@@ -1,4 +1,5 @@
-"""``python -m localdev.servicebus_emulator --config FILE [--host] [--port] [--data-dir]``."""
+"""``python -m localdev.servicebus_emulator --config FILE [--host] [--port] [--data-dir]
+[--http-port] [--idle-timeout]``."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ConfigError, NamespaceConfig, load
+from .connection import IDLE_TIMEOUT
 from .server import CONNECTION_STRING, Emulator
 
 log = logging.getLogger("localdev.servicebus_emulator")
@@ -39,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         "--http-port", type=int, default=None,
         help="status port for GET /health and GET /queues (default: a free port, printed at start)",
     )  # fmt: skip
+    parser.add_argument(
+        "--idle-timeout", type=float, default=IDLE_TIMEOUT,
+        help="seconds a connection may stay silent; advertised in the AMQP open (default 240)",
+    )  # fmt: skip
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -58,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _serve(namespace: NamespaceConfig, args: argparse.Namespace) -> None:
-    emulator = Emulator(namespace, args.data_dir)
+    emulator = Emulator(namespace, args.data_dir, args.idle_timeout)
     port, http_port = await emulator.start(
         args.host, args.port, 0 if args.http_port is None else args.http_port
     )

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from .catalog import Catalog
 from .config import NamespaceConfig
 from .dead_letters import DeadLetters
 from .entities import TOPIC, Consumer, Entities, Entity
@@ -55,7 +56,9 @@ class Broker:
         self.router = Router(
             self.entities, self.store, self.timers, self.dead_letters, self.enqueue
         )
+        self.catalog = Catalog(self, self.store)
         if isinstance(self.store, SqliteStore):
+            self.catalog.replay()  # entities the management API changed, then their messages
             restore(self, self.store)
 
     def entity(self, path: str) -> Entity:

@@ -48,6 +48,8 @@ from .session import AmqpSession
 
 log = logging.getLogger(__name__)
 
+IDLE_TIMEOUT = 240.0  # seconds; the SDKs send empty frames well within it
+
 
 # ----------------------------------------------------------------------------------- connection
 
@@ -59,9 +61,17 @@ class Connection(asyncio.Protocol):
     HANDSHAKE_TIMEOUT = 30.0
     WRITE_BUFFER_HIGH = 4 * 1024 * 1024  # beyond this, stop reading until the client catches up
 
-    def __init__(self, broker: Broker, registry: set[Connection] | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        registry: set[Connection] | None = None,
+        idle_timeout: float = IDLE_TIMEOUT,
+    ) -> None:
         self.broker = broker
         self.registry = registry if registry is not None else set()
+        self.idle_timeout = idle_timeout  # advertised in open; silence past it closes
+        self._last_input = 0.0
+        self._idle_check: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.sessions: dict[int, AmqpSession] = {}  # by the client's channel
         self.remote_max_frame = 512
@@ -95,6 +105,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self._last_input = asyncio.get_running_loop().time()
         self._in += data
         self._dispatching = True
         try:
@@ -219,6 +230,9 @@ class Connection(asyncio.Protocol):
         self._stage = _FRAMES
         if self._deadline is not None:
             self._deadline.cancel()
+        self._idle_check = asyncio.get_running_loop().call_later(
+            self.idle_timeout, self._check_idle
+        )
 
     def _on_sasl_init(self, body: memoryview) -> None:
         value, _ = decode(body, 0)
@@ -231,6 +245,27 @@ class Connection(asyncio.Protocol):
         if self._stage != _FRAMES and self.transport is not None:
             log.info("closing %s: no AMQP handshake within %ss", self.peer, self.HANDSHAKE_TIMEOUT)
             self.transport.close()
+
+    def _check_idle(self) -> None:
+        """A client must send something (an empty frame will do) within the idle time-out
+        the emulator advertised; one that went silent is closed, as AMQP lets a peer do."""
+        if self.closed:
+            return
+        loop = asyncio.get_running_loop()
+        silent = loop.time() - self._last_input
+        if silent < self.idle_timeout:
+            self._idle_check = loop.call_later(self.idle_timeout - silent, self._check_idle)
+            return
+        log.info("closing %s: nothing received for %.0f s", self.peer, silent)
+        self._close(
+            error(
+                "amqp:resource-limit-exceeded",
+                f"The connection was idle for more than {self.idle_timeout:g} s (the idle "
+                "time-out in the emulator's open); send empty frames to keep it.",
+            )
+        )
+        self.flush()
+        self._cleanup()
 
     def _dispatch(self, channel: int, code: int, fields: list[Any], payload: memoryview) -> None:
         if code == OPEN:
@@ -294,7 +329,13 @@ class Connection(asyncio.Protocol):
                 0,
                 performative(
                     OPEN,
-                    ["servicebus-emulator", None, UInt(MAX_FRAME_SIZE), UShort(65535), None],
+                    [
+                        "servicebus-emulator",
+                        None,
+                        UInt(MAX_FRAME_SIZE),
+                        UShort(65535),
+                        UInt(int(self.idle_timeout * 1000)),
+                    ],
                 ),
             )
         )
@@ -320,6 +361,8 @@ class Connection(asyncio.Protocol):
         self.registry.discard(self)
         if self._deadline is not None:
             self._deadline.cancel()
+        if self._idle_check is not None:
+            self._idle_check.cancel()
         if self.heartbeat is not None:
             self.heartbeat.cancel()
         sessions = list(self.sessions.values())

@@ -21,6 +21,7 @@ from .config import NamespaceConfig, QueueConfig, SubscriptionConfig, TopicConfi
 from .errors import EntityNotFound
 from .message import ACTIVE, DEFERRED, SCHEDULED, Message
 from .rules import Rule, RuleConfig, compile_rule
+from .timers import now_ms
 
 QUEUE, TOPIC, SUBSCRIPTION = "queue", "topic", "subscription"
 DEAD_LETTER_QUEUE = "$DeadLetterQueue"
@@ -41,6 +42,9 @@ class Consumer(Protocol):
 
     def session_lost(self, description: str) -> None:
         """The session lock expired: detach with session-lock-lost."""
+
+    def entity_deleted(self, description: str) -> None:
+        """The entity it receives from was deleted: detach with amqp:not-found."""
 
 
 @dataclass(eq=False)
@@ -74,6 +78,10 @@ class Entity:
     topic: Entity | None = None  # a subscription's topic
     subscriptions: dict[str, Entity] = field(default_factory=dict)  # a topic's, by lower name
     rules: dict[str, Rule] = field(default_factory=dict)  # a subscription's, in order
+    # what the management API reports: when, and the properties kept only to be echoed
+    created_at: int = field(default_factory=now_ms)
+    updated_at: int = field(default_factory=now_ms)
+    extras: dict[str, str] = field(default_factory=dict)
 
     @property
     def queue(self) -> Entity:
@@ -148,6 +156,7 @@ class Entities:
         return subscription
 
     def set_rule(self, subscription: Entity, config: RuleConfig) -> None:
+        """Add or replace a rule (compiled now: sql_filter.SqlFilterError if it is refused)."""
         subscription.rules[config.name] = compile_rule(config)
 
     def get(self, name: str) -> Entity | None:

@@ -62,3 +62,6 @@ class OutboundLink(Link):
 
     def session_lost(self, description: str) -> None:
         self.session.detach_link(self, error("com.microsoft:session-lock-lost", description))
+
+    def entity_deleted(self, description: str) -> None:
+        self.session.detach_link(self, error("amqp:not-found", description))

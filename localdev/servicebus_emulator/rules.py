@@ -23,6 +23,7 @@ from .sql_filter import (
     compile_correlation_filter,
     compile_filter,
 )
+from .timers import now_ms
 
 DEFAULT_RULE = "$Default"
 TRUE, FALSE, SQL, CORRELATION = "TrueFilter", "FalseFilter", "SqlFilter", "CorrelationFilter"
@@ -59,6 +60,7 @@ class Rule:
     config: RuleConfig
     matches: Callable[[RuleMessage], bool]
     act: Callable[[RuleMessage], None] | None
+    created_at: int = field(default_factory=now_ms)
 
     @property
     def name(self) -> str:

@@ -1,4 +1,5 @@
-"""The emulator process: the AMQP listener, the broker's timers and a small HTTP status port."""
+"""The emulator process: the AMQP listener, the broker's timers, and the HTTP port (health,
+counts, the management API)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import contextlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
 
+from . import http_server
+from .admin import Management
 from .broker import Broker
 from .config import NamespaceConfig
-from .connection import Connection
+from .connection import IDLE_TIMEOUT, Connection
 from .store import SqliteStore, Store
 from .timers import now_ms
 
@@ -25,16 +27,26 @@ IDLE_WAKE_MS = 1000
 
 
 class Emulator:
-    def __init__(self, namespace: NamespaceConfig, data_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        namespace: NamespaceConfig,
+        data_dir: Path | None = None,
+        idle_timeout: float = IDLE_TIMEOUT,
+    ) -> None:
+        self.idle_timeout = idle_timeout
         self.store: Store | None = SqliteStore(data_dir) if data_dir else None
         self.broker = Broker(namespace, self.store)
         self.connections: set[Connection] = set()
         self._servers: list[asyncio.base_events.Server] = []
         self._ticker: asyncio.Task[None] | None = None
+        self.management: Management | None = None
 
     async def start(self, host: str, port: int, http_port: int | None) -> tuple[int, int | None]:
         amqp = await asyncio.get_running_loop().create_server(
-            lambda: Connection(self.broker, self.connections), host, port, backlog=512
+            lambda: Connection(self.broker, self.connections, self.idle_timeout),
+            host,
+            port,
+            backlog=512,
         )
         self._servers.append(amqp)
         port = amqp.sockets[0].getsockname()[1]
@@ -42,6 +54,7 @@ class Emulator:
             http = await asyncio.start_server(self._http, host, http_port)
             self._servers.append(http)
             http_port = http.sockets[0].getsockname()[1]
+            self.management = Management(self.broker, f"http://{host}:{http_port}")
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
         return port, http_port
 
@@ -74,30 +87,18 @@ class Emulator:
                 log.exception("timer processing failed")
 
     async def _http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """GET /health and GET /queues (counts per queue), for scripts and people."""
-        try:
-            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
-            path = request.split(b" ", 2)[1].decode("ascii", "replace") if b" " in request else ""
-            body: dict[str, Any]
-            if path == "/health":
-                status, body = "200 OK", {"status": "ready", "connections": len(self.connections)}
-            elif path == "/queues":
-                status, body = "200 OK", self.broker.counts()
-            else:
-                status, body = "404 Not Found", {"error": "try /health or /queues"}
-            payload = json.dumps(body).encode()
-            writer.write(
-                f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode()
-                + payload
+        await http_server.serve(reader, writer, self._respond)
+
+    async def _respond(self, request: http_server.Request) -> http_server.Response:
+        """GET /health and GET /queues (counts) for scripts and people; the rest is the
+        management API of the SDKs' administration clients (admin.py)."""
+        if request.method == "GET" and request.path in ("/health", "/queues"):
+            body = (
+                {"status": "ready", "connections": len(self.connections)}
+                if request.path == "/health"
+                else self.broker.counts()
             )
-            await writer.drain()
-        except (
-            asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError,
-            TimeoutError,
-            ConnectionError,
-        ):
-            pass
-        finally:
-            writer.close()
+            return http_server.Response(200, json.dumps(body).encode(), "application/json")
+        if self.management is None:
+            return http_server.Response(404, b"", "text/plain")
+        return self.management.handle(request)

@@ -33,6 +33,9 @@ CREATE TABLE IF NOT EXISTS sequences (entity TEXT PRIMARY KEY, last INTEGER NOT 
 CREATE TABLE IF NOT EXISTS duplicates (
     entity TEXT NOT NULL, message_id TEXT NOT NULL, expires_at INTEGER NOT NULL,
     PRIMARY KEY (entity, message_id));
+CREATE TABLE IF NOT EXISTS catalog (
+    position INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL UNIQUE, path TEXT NOT NULL,
+    kind TEXT NOT NULL, description BLOB, replaces INTEGER NOT NULL DEFAULT 0);
 """
 
 
@@ -43,6 +46,9 @@ class Store(Protocol):
     def session_state(self, entity: str, session_id: str, state: bytes | None) -> None: ...
     def sequence(self, entity: str, last: int) -> None: ...
     def duplicate(self, entity: str, message_id: str, expires_at: int) -> None: ...
+    def record(self, path: str, kind: str, description: bytes | None) -> None: ...
+    def forget(self, path: str) -> None: ...
+    def records(self) -> list[tuple[str, str, bytes | None, bool]]: ...
     def commit(self) -> None: ...
     def close(self) -> None: ...
 
@@ -67,6 +73,15 @@ class MemoryStore:
 
     def duplicate(self, entity: str, message_id: str, expires_at: int) -> None:
         pass
+
+    def record(self, path: str, kind: str, description: bytes | None) -> None:
+        pass
+
+    def forget(self, path: str) -> None:
+        pass
+
+    def records(self) -> list[tuple[str, str, bytes | None, bool]]:
+        return []
 
     def commit(self) -> None:
         pass
@@ -143,6 +158,31 @@ class SqliteStore:
             "INSERT OR REPLACE INTO duplicates VALUES (?,?,?)", (entity, message_id, expires_at)
         )
 
+    def record(self, path: str, kind: str, description: bytes | None) -> None:
+        """What the management API did to an entity: its description as the client sent it,
+        or None when it was deleted (the records of the entities under it go with it). An
+        entity keeps its first position, so a restart replays a topic before its subscriptions
+        whatever was updated since; one created again after a delete replaces what the config
+        file declares under that name (``replaces``)."""
+        key = path.lower()  # Service Bus names are case-insensitive
+        if description is None:
+            self._write("DELETE FROM catalog WHERE key LIKE ? ESCAPE '\\'", (_below(key),))
+        self._write(
+            "INSERT INTO catalog (key, path, kind, description) VALUES (?,?,?,?) "
+            "ON CONFLICT(key) DO UPDATE SET path=excluded.path, kind=excluded.kind, "
+            "description=excluded.description, "
+            "replaces=catalog.replaces OR catalog.description IS NULL",
+            (key, path, kind, description),
+        )
+
+    def forget(self, path: str) -> None:
+        """Everything stored for an entity and for those under it (its subscriptions...)."""
+        for table in ("messages", "session_states", "sequences", "duplicates"):
+            self._write(
+                f"DELETE FROM {table} WHERE lower(entity)=? OR lower(entity) LIKE ? ESCAPE '\\'",
+                (path.lower(), _below(path.lower())),
+            )
+
     def commit(self) -> None:
         """Make everything since the last commit durable: called after each operation and
         before any bytes go to a client, so no client hears of a change the store lacks."""
@@ -194,8 +234,23 @@ class SqliteStore:
     def sequences(self) -> dict[str, int]:
         return dict(self._db.execute("SELECT entity, last FROM sequences").fetchall())
 
+    def records(self) -> list[tuple[str, str, bytes | None, bool]]:
+        """(path, kind, description or None when deleted, whether it replaces what the config
+        declares), in the order they are replayed."""
+        rows = self._db.execute(
+            "SELECT path, kind, description, replaces FROM catalog ORDER BY position"
+        ).fetchall()
+        return [
+            (path, kind, description, bool(replaces)) for path, kind, description, replaces in rows
+        ]
+
     def duplicates(self) -> Iterator[tuple[str, str, int]]:
         yield from self._db.execute("SELECT entity, message_id, expires_at FROM duplicates")
+
+
+def _below(path: str) -> str:
+    """A LIKE pattern for the paths under ``path`` (its wildcards escaped)."""
+    return path.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
 
 
 def _annotation_items(raw: bytes) -> list[tuple[Any, bytes]]:

@@ -64,7 +64,11 @@ def connection_string(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(params=["sync", "async"])
 def bus(request: pytest.FixtureRequest, connection_string: str) -> Bus:
-    return Bus(kind=request.param, connection_string=connection_string)
+    management = None
+    if request.node.callspec.params["connection_string"] == "emulator":
+        emulator = request.getfixturevalue("emulator")
+        management = (emulator.host, emulator.http_port)
+    return Bus(request.param, connection_string, management)
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,10 @@ from azure.servicebus import (
     ServiceBusSubQueue,
 )
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
+from azure.servicebus.aio.management import (
+    ServiceBusAdministrationClient as AsyncAdministrationClient,
+)
+from azure.servicebus.management import ServiceBusAdministrationClient
 
 # Every message a test sends carries its test's tag, so a test only ever counts its own messages
 # and clears away what an earlier, failed test left behind.
@@ -109,6 +113,25 @@ class Bus:
 
     kind: str  # "sync" or "async"
     connection_string: str
+    management: tuple[str, int] | None = None  # the emulator's HTTP host and port
+
+    @asynccontextmanager
+    async def administration(self) -> AsyncIterator[Any]:
+        """The SDK's administration client. For the emulator, with no more than the override
+        Microsoft's emulator documentation gives for Python: the HTTP port in the connection
+        string, and the client's base URL set to http://host:port."""
+        cls = ServiceBusAdministrationClient if self.kind == "sync" else AsyncAdministrationClient
+        if self.management is None:
+            client = cls.from_connection_string(self.connection_string)
+        else:
+            host, port = self.management
+            client = cls.from_connection_string(
+                f"Endpoint=sb://{host}:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
+                "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+            )
+            client._impl._client._base_url = f"http://{host}:{port}"
+        async with opened(client) as admin:
+            yield admin
 
     def client(self, **kwargs: Any) -> Any:
         # No retries: a retried failure would hide exactly what these tests look for.

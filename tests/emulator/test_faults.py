@@ -30,6 +30,7 @@ from azure.servicebus import (
 )
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.exceptions import SessionCannotBeLockedError
+from azure.servicebus.management import ServiceBusAdministrationClient, SqlRuleFilter
 
 from localdev.servicebus_emulator.testing import run_emulator
 
@@ -276,6 +277,45 @@ def test_subscriptions_and_a_topic_s_scheduled_messages_survive_kill_and_restart
             with sb.get_topic_sender("faults-topic") as sender:
                 sender.cancel_scheduled_messages(scheduled)
         assert emu.counts()["faults-topic"]["scheduled"] == 0
+
+
+def administration(emu: Any) -> ServiceBusAdministrationClient:
+    """With the override Microsoft's emulator documentation gives for Python."""
+    admin = ServiceBusAdministrationClient.from_connection_string(
+        f"Endpoint=sb://{emu.host}:{emu.http_port};SharedAccessKeyName=RootManageSharedAccessKey;"
+        "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+    )
+    admin._impl._client._base_url = emu.http_url
+    return admin
+
+
+def test_what_the_management_api_changed_survives_kill_and_restart(tmp_path: Path) -> None:
+    with run_emulator(config(), data_dir=tmp_path) as emu:
+        with administration(emu) as admin:
+            admin.create_queue("made-at-run-time", max_delivery_count=3)
+            admin.create_topic("topic-at-run-time")
+            admin.create_subscription("topic-at-run-time", "picky")
+            admin.delete_rule("topic-at-run-time", "picky", "$Default")
+            admin.create_rule(
+                "topic-at-run-time", "picky", "red", filter=SqlRuleFilter("color = 'red'")
+            )
+            admin.update_queue(admin.get_queue("faults-duplicates"))  # an update, in place
+            admin.delete_queue("faults-max-2")  # a queue of the config file
+            admin.delete_subscription("faults-topic", "second")
+        with client(emu.connection_string) as sb, sb.get_queue_sender("made-at-run-time") as s:
+            s.send_messages(ServiceBusMessage("kept", message_id="kept"))
+
+        emu.kill()
+        emu.restart()
+
+        with administration(emu) as admin:
+            assert admin.get_queue("made-at-run-time").max_delivery_count == 3
+            assert [r.name for r in admin.list_rules("topic-at-run-time", "picky")] == ["red"]
+            assert [s.name for s in admin.list_subscriptions("faults-topic")] == ["first"]
+            names = [q.name for q in admin.list_queues()]
+            assert "faults-max-2" not in names and "faults-duplicates" in names
+        (message,) = receive_all(emu.connection_string, "made-at-run-time", quiet_for=1)
+        assert str(message.message_id) == "kept"
 
 
 # --- a client that vanishes ---------------------------------------------------------------
@@ -568,6 +608,117 @@ def test_garbage_on_the_port_does_not_disturb_other_connections(emulator: Any) -
             (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
             assert b"".join(message.body) == b"after"
             receiver.complete_message(message)
+
+
+# --- hostile requests on the HTTP port ------------------------------------------------------
+
+
+def http_exchange(emu: Any, request: bytes) -> bytes:
+    """Send raw bytes to the HTTP port; what comes back before the server closes."""
+    with socket.create_connection((emu.host, emu.http_port), timeout=10) as sock:
+        sock.sendall(request)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+        return reply
+
+
+HOSTILE_HTTP = {
+    "a malformed request line": (b"NONSENSE\r\n\r\n", b"400"),
+    "a body declared over 1 MiB": (
+        b"PUT /q HTTP/1.1\r\nContent-Length: 2097152\r\nConnection: close\r\n\r\n",
+        b"413",
+    ),
+    "a malformed Content-Length": (
+        b"PUT /q HTTP/1.1\r\nContent-Length: -1\r\nConnection: close\r\n\r\n",
+        b"400",
+    ),
+    "a body that is not XML": (
+        b"PUT /q HTTP/1.1\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+        b"400",
+    ),
+    "an unknown operation": (
+        b"POST /a/b/c/d/e/f HTTP/1.1\r\nConnection: close\r\n\r\n",
+        b"404",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_HTTP))
+def test_a_hostile_http_request_gets_an_error_before_any_change(emulator: Any, name: str) -> None:
+    request, status = HOSTILE_HTTP[name]
+    reply = http_exchange(emulator, request)
+    assert reply.startswith(b"HTTP/1.1 " + status), reply[:200]
+    assert "q" not in emulator.counts()
+    assert emulator.healthy()
+
+
+# --- connection hygiene ---------------------------------------------------------------------
+
+
+def test_the_open_advertises_an_idle_time_out(emulator: Any) -> None:
+    sock, fields = raw_amqp.open_connection_with_fields(emulator.host, emulator.port)
+    with sock:
+        assert fields[4] == 240_000  # ms; the SDKs send empty frames well within it
+
+
+def test_a_connection_silent_past_the_idle_time_out_is_closed() -> None:
+    with run_emulator(config(), idle_timeout=2) as emu:
+        silent, fields = raw_amqp.open_connection_with_fields(emu.host, emu.port)
+        talking, _ = raw_amqp.open_connection_with_fields(emu.host, emu.port)
+        assert fields[4] == 2000
+        with silent, talking:
+            opened = time.monotonic()
+            talking.settimeout(0.3)
+            while time.monotonic() - opened < 5:  # empty frames keep this one open
+                talking.sendall(raw_amqp.frame(b""))
+                with contextlib.suppress(TimeoutError):
+                    talking.recv(65536)
+            replies = []
+            while (incoming := raw_amqp.read_frame(silent)) is not None:
+                replies.append(incoming[2])
+            assert replies and raw_amqp.code_of(replies[-1]) == raw_amqp.CLOSE
+            assert b"amqp:resource-limit-exceeded" in replies[-1]
+            talking.sendall(raw_amqp.frame(b""))
+            assert emu.health()["connections"] == 1  # the talking one
+
+
+def open_file_descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_thousands_of_connections_opened_and_dropped(emulator: Any) -> None:
+    """2,000 connections: half go through SASL and open, half stop in the handshake; every
+    one is dropped without a close. The emulator forgets them all and serves on."""
+    before = open_file_descriptors(emulator.pid)
+
+    async def churn(n: int, limit: asyncio.Semaphore) -> None:
+        async with limit:
+            reader, writer = await asyncio.open_connection(emulator.host, emulator.port)
+            if n % 2:
+                writer.write(raw_amqp.handshake_until_open())
+                await writer.drain()
+                await reader.readexactly(8)  # the SASL header back; the rest may follow
+            else:
+                writer.write(raw_amqp.SASL_HEADER[:5])
+            writer.transport.abort()  # dropped, no close
+
+    async def all_of_them() -> None:
+        limit = asyncio.Semaphore(100)
+        await asyncio.gather(*(churn(n, limit) for n in range(2000)))
+
+    asyncio.run(all_of_them())
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and emulator.health()["connections"] > 0:
+        time.sleep(0.2)
+    assert emulator.health()["connections"] == 0
+    assert open_file_descriptors(emulator.pid) <= before + 5
+    with client(emulator.connection_string) as sb:
+        with sb.get_queue_sender("faults") as sender:
+            sender.send_messages(ServiceBusMessage("after the churn"))
+        assert [b"".join(m.body) for m in receive_all(emulator.connection_string, "faults")] == [
+            b"after the churn"
+        ]
 
 
 # --- protocol: heartbeats and malformed frames on an open connection -----------------------

@@ -2,7 +2,7 @@
 // test that runs `node --test` sets it), the queue names of tests/emulator/config.json, and a
 // Tag that marks a test's own messages, as tests/emulator/sdk.py does for the Python tests.
 import { randomUUID } from "node:crypto";
-import { ServiceBusClient } from "@azure/service-bus";
+import { ServiceBusAdministrationClient, ServiceBusClient } from "@azure/service-bus";
 
 export const connectionString = required("SERVICEBUS_CONNECTION_STRING");
 
@@ -75,4 +75,36 @@ export async function withClient(body) {
   } finally {
     await sb.close();
   }
+}
+
+/** The SDK's administration client. For the emulator (EMULATOR_HOST and EMULATOR_HTTP_PORT
+ * set), with no more than the override Microsoft's emulator documentation gives for
+ * JavaScript: the HTTP port in the connection string, requests allowed over plain HTTP, and
+ * the client's URLs built on http://host:port. */
+export function administration() {
+  const host = process.env.EMULATOR_HOST;
+  const port = process.env.EMULATOR_HTTP_PORT;
+  if (!host || !port) return new ServiceBusAdministrationClient(connectionString);
+  const admin = new ServiceBusAdministrationClient(
+    `Endpoint=sb://${host}:${port};SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;`,
+  );
+  const internalClient = admin["_httpClient"];
+  const originalSendRequest = internalClient.sendRequest.bind(internalClient);
+  internalClient.sendRequest = async function (request) {
+    request.allowInsecureConnection = true;
+    return originalSendRequest(request);
+  };
+  admin.getUrl = function (path, queryParams) {
+    const requestUrl = new URL(`http://${host}:${port}/${path}`);
+    requestUrl.searchParams.set("api-version", this.serviceVersion || "2021-05");
+    if (queryParams) {
+      for (const [key, value] of Object.entries(queryParams)) requestUrl.searchParams.set(key, value);
+    }
+    return requestUrl.toString();
+  };
+  return admin;
+}
+
+export function unique(prefix) {
+  return `${prefix}-${randomUUID().slice(0, 8)}`;
 }
