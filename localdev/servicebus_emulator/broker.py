@@ -37,6 +37,7 @@ from .timers import Timers, now_ms
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_SIZE = 1024 * 1024
+Changes = dict[str, Any] | None  # application properties a settlement modifies
 
 
 class Broker:
@@ -89,20 +90,8 @@ class Broker:
         ttl = min(own, default) if own and default else own or default
         scheduled = incoming.scheduled_at if (incoming.scheduled_at or 0) > now else None
         enqueued = scheduled or now
-        message = Message(
-            sequence_number=sequence,
-            message_id=incoming.message_id,
-            session_id=incoming.session_id,
-            enqueued_at=enqueued,
-            ttl_ms=incoming.ttl_ms,
-            expires_at=enqueued + ttl if ttl else None,
-            annotations=incoming.annotations,
-            properties=incoming.properties,
-            application_properties=incoming.application_properties,
-            body=incoming.body,
-            header=incoming.header,
-            state=SCHEDULED if scheduled else ACTIVE,
-            scheduled_at=incoming.scheduled_at,
+        message = incoming.stored(
+            sequence, enqueued, enqueued + ttl if ttl else None, SCHEDULED if scheduled else ACTIVE
         )
         entity.messages[sequence] = message
         self.store.put(entity.store_key, message)
@@ -234,29 +223,17 @@ class Broker:
             self.store.commit()
 
     def abandon(
-        self,
-        token: uuid.UUID,
-        session_id: str | None = None,
-        properties: dict[str, Any] | None = None,
+        self, token: uuid.UUID, session_id: str | None = None, properties: Changes = None
     ) -> None:
-        """Give the message back (its delivery counts); ``properties`` are application
-        properties to modify on the way (the SDKs' propertiesToModify)."""
-        entity, message = self.locks.find(token, session_id)
-        if properties:
-            message.set_properties(properties)
-        self.redeliver(entity, message)
+        """Give the message back (its delivery counts)."""
+        self.redeliver(*self._settling(token, session_id, properties))
         self.store.commit()
 
     def defer(
-        self,
-        token: uuid.UUID,
-        session_id: str | None = None,
-        properties: dict[str, Any] | None = None,
+        self, token: uuid.UUID, session_id: str | None = None, properties: Changes = None
     ) -> None:
-        entity, message = self.locks.find(token, session_id)
+        entity, message = self._settling(token, session_id, properties)
         self.locks.drop(entity, message)
-        if properties:
-            message.set_properties(properties)
         message.state = DEFERRED
         self.store.put(entity.store_key, message)
         self.store.commit()
@@ -267,14 +244,22 @@ class Broker:
         reason: str | None,
         description: str | None,
         session_id: str | None = None,
-        properties: dict[str, Any] | None = None,
+        properties: Changes = None,
     ) -> None:
-        entity, message = self.locks.find(token, session_id)
+        entity, message = self._settling(token, session_id, properties)
         self.locks.drop(entity, message)
-        if properties:
-            message.set_properties(properties)
         self.dead_letters.move(entity, message, reason, description)
         self.store.commit()
+
+    def _settling(
+        self, token: uuid.UUID, session_id: str | None, properties: Changes
+    ) -> tuple[Entity, Message]:
+        """The message a live lock holds, with the application properties a settlement
+        modifies on the way (the SDKs' propertiesToModify) set."""
+        entity, message = self.locks.find(token, session_id)
+        if properties:
+            message.set_properties(properties)
+        return entity, message
 
     # ------------------------------------------------------------------ the clock
 

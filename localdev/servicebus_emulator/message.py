@@ -165,6 +165,26 @@ class Incoming:
     application_properties: bytes
     body: bytes
 
+    def stored(
+        self, sequence_number: int, enqueued_at: int, expires_at: int | None, state: int
+    ) -> Message:
+        """The message as an entity keeps it, once it has a sequence number."""
+        return Message(
+            sequence_number=sequence_number,
+            message_id=self.message_id,
+            session_id=self.session_id,
+            enqueued_at=enqueued_at,
+            ttl_ms=self.ttl_ms,
+            expires_at=expires_at,
+            annotations=self.annotations,
+            properties=self.properties,
+            application_properties=self.application_properties,
+            body=self.body,
+            header=self.header,
+            state=state,
+            scheduled_at=self.scheduled_at,
+        )
+
     def assign_message_id(self, message_id: str) -> None:
         """Service Bus gives a message sent without a message id one of its own, written into
         its properties section (a new one when the message has none)."""

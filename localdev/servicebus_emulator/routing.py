@@ -158,21 +158,7 @@ class Router:
 
     def _hold(self, topic: Entity, incoming: Incoming, sequence: int) -> None:
         assert incoming.scheduled_at is not None
-        message = Message(
-            sequence_number=sequence,
-            message_id=incoming.message_id,
-            session_id=incoming.session_id,
-            enqueued_at=incoming.scheduled_at,
-            ttl_ms=incoming.ttl_ms,
-            expires_at=None,
-            annotations=incoming.annotations,
-            properties=incoming.properties,
-            application_properties=incoming.application_properties,
-            body=incoming.body,
-            header=incoming.header,
-            state=SCHEDULED,
-            scheduled_at=incoming.scheduled_at,
-        )
+        message = incoming.stored(sequence, incoming.scheduled_at, None, SCHEDULED)
         topic.messages[sequence] = message
         self.store.put(topic.store_key, message)
         self.timers.add(incoming.scheduled_at, "due", topic, sequence)

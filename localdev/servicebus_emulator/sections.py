@@ -59,16 +59,7 @@ def sections(payload: bytes) -> list[tuple[int, int, int]]:
 def raw_map_items(section: bytes) -> list[tuple[Any, bytes]]:
     """(key, encoded key+value) of a map section, keeping each value's bytes as they came."""
     view = memoryview(section)
-    _, pos = decode(view, 1)  # the descriptor
-    code = view[pos]
-    if code == 0x40:
-        return []
-    if code == 0xC1:
-        count, pos = view[pos + 2], pos + 3
-    elif code == 0xD1:
-        count, pos = int.from_bytes(view[pos + 5 : pos + 9], "big"), pos + 9
-    else:
-        raise InvalidMessage("a map section does not hold a map")
+    count, pos = _compound(view, "map", 0xC1, 0xD1)
     items = []
     for _ in range(count // 2):
         key, after_key = decode(view, pos)
@@ -76,6 +67,19 @@ def raw_map_items(section: bytes) -> list[tuple[Any, bytes]]:
         items.append((key, bytes(view[pos:end])))
         pos = end
     return items
+
+
+def _compound(view: memoryview, kind: str, small: int, large: int) -> tuple[int, int]:
+    """(element count, where the first element starts) of the list or map a section holds."""
+    _, pos = decode(view, 1)  # the descriptor
+    code = view[pos]
+    if code in (0x40, 0x45):  # null, or an empty list
+        return 0, pos + 1
+    if code == small:
+        return view[pos + 2], pos + 3
+    if code == large:
+        return int.from_bytes(view[pos + 5 : pos + 9], "big"), pos + 9
+    raise InvalidMessage(f"a {kind} section does not hold a {kind}")
 
 
 def map_section(code: int, items: list[bytes]) -> bytes:
@@ -95,16 +99,7 @@ def pair(key: Any, value: Any) -> bytes:
 def list_items(section: bytes) -> list[bytes]:
     """The encoded items of a list section, each as it came."""
     view = memoryview(section)
-    _, pos = decode(view, 1)  # the descriptor
-    code = view[pos]
-    if code in (0x40, 0x45):
-        return []
-    if code == 0xC0:
-        count, pos = view[pos + 2], pos + 3
-    elif code == 0xD0:
-        count, pos = int.from_bytes(view[pos + 5 : pos + 9], "big"), pos + 9
-    else:
-        raise InvalidMessage("a list section does not hold a list")
+    count, pos = _compound(view, "list", 0xC0, 0xD0)
     items = []
     for _ in range(count):
         end = skip(view, pos)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .codec import decode_all, encode, skip, write_map_body
-from .message import Message
+from .message import Incoming, Message
 from .sections import MESSAGE_ANNOTATIONS, raw_map_items
 
 _SCHEMA = """
@@ -206,27 +206,14 @@ class SqliteStore:
         for row in rows:
             (entity, seq, dead, state, message_id, session_id, enqueued_at, ttl_ms) = row[:8]
             (expires_at, scheduled_at, delivery_count, header, annotations) = row[8:13]
-            yield (
-                entity,
-                Message(
-                    sequence_number=seq,
-                    message_id=message_id,
-                    session_id=session_id,
-                    enqueued_at=enqueued_at,
-                    ttl_ms=ttl_ms,
-                    expires_at=expires_at,
-                    annotations=_annotation_items(annotations),
-                    properties=row[13],
-                    application_properties=row[14],
-                    body=row[15],
-                    header=list(decode_all(header) or []),
-                    state=state,
-                    scheduled_at=scheduled_at,
-                    delivery_count=delivery_count,
-                    dead_lettered=bool(dead),
-                ),
-                bool(row[16]),
-            )
+            content = Incoming(
+                message_id, session_id, ttl_ms, scheduled_at, list(decode_all(header) or []),
+                _annotation_items(annotations), row[13], row[14], row[15],
+            )  # fmt: skip
+            message = content.stored(seq, enqueued_at, expires_at, state)
+            message.delivery_count = delivery_count
+            message.dead_lettered = bool(dead)
+            yield entity, message, bool(row[16])
 
     def session_states(self) -> Iterator[tuple[str, str, bytes]]:
         yield from self._db.execute("SELECT entity, session_id, state FROM session_states")

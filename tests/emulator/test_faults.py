@@ -99,6 +99,12 @@ def client(connection_string: str) -> ServiceBusClient:
     return ServiceBusClient.from_connection_string(connection_string, retry_total=0)
 
 
+def send(connection_string: str, queue: str, messages: Any) -> None:
+    """One send to a queue, on a connection of its own."""
+    with client(connection_string) as sb, sb.get_queue_sender(queue) as sender:
+        sender.send_messages(messages)
+
+
 def receive_all(connection_string: str, queue: str, *, quiet_for: float = 2.0) -> list[Any]:
     """Receive-and-delete until the queue has been empty for ``quiet_for`` seconds."""
     found: list[Any] = []
@@ -235,8 +241,11 @@ def test_a_kill_in_mid_stream_loses_no_acknowledged_message(tmp_path: Path) -> N
 
 def test_sequence_numbers_and_duplicate_history_survive_kill_and_restart(tmp_path: Path) -> None:
     with run_emulator(config(), data_dir=tmp_path) as emu:
-        with client(emu.connection_string) as sb, sb.get_queue_sender("faults-duplicates") as s:
-            s.send_messages([ServiceBusMessage("before", message_id=f"d{n}") for n in range(3)])
+        send(
+            emu.connection_string,
+            "faults-duplicates",
+            [ServiceBusMessage("before", message_id=f"d{n}") for n in range(3)],
+        )
         before = receive_all(emu.connection_string, "faults-duplicates", quiet_for=1)
 
         emu.kill()
@@ -302,8 +311,9 @@ def test_what_the_management_api_changed_survives_kill_and_restart(tmp_path: Pat
             admin.update_queue(admin.get_queue("faults-duplicates"))  # an update, in place
             admin.delete_queue("faults-max-2")  # a queue of the config file
             admin.delete_subscription("faults-topic", "second")
-        with client(emu.connection_string) as sb, sb.get_queue_sender("made-at-run-time") as s:
-            s.send_messages(ServiceBusMessage("kept", message_id="kept"))
+        send(
+            emu.connection_string, "made-at-run-time", ServiceBusMessage("kept", message_id="kept")
+        )
 
         emu.kill()
         emu.restart()
@@ -363,8 +373,7 @@ def holding_a_lock(
 
 
 def test_a_vanished_client_s_message_comes_back_after_the_lock_duration(emulator: Any) -> None:
-    with client(emulator.connection_string) as sb, sb.get_queue_sender("faults") as sender:
-        sender.send_messages(ServiceBusMessage("held"))
+    send(emulator.connection_string, "faults", ServiceBusMessage("held"))
 
     with holding_a_lock(emulator.connection_string, "faults") as (sequence_number, _):
         locked_at = time.monotonic()
@@ -402,8 +411,11 @@ def test_a_message_locked_at_a_kill_is_redelivered_with_its_delivery_counted(
 ) -> None:
     """A restart ends the lock as a lock expiry would: the interrupted delivery counts."""
     with run_emulator(config(), data_dir=tmp_path) as emu:
-        with client(emu.connection_string) as sb, sb.get_queue_sender("faults") as sender:
-            sender.send_messages(ServiceBusMessage("held at the kill", message_id="held"))
+        send(
+            emu.connection_string,
+            "faults",
+            ServiceBusMessage("held at the kill", message_id="held"),
+        )
 
         sequence_number, first_count = kill_while_locked(emu, "faults")
 
@@ -418,8 +430,11 @@ def test_a_message_locked_at_each_kill_is_dead_lettered_at_max_delivery_count(
     tmp_path: Path,
 ) -> None:
     with run_emulator(config(), data_dir=tmp_path) as emu:
-        with client(emu.connection_string) as sb, sb.get_queue_sender("faults-max-2") as sender:
-            sender.send_messages(ServiceBusMessage("held twice", message_id="twice"))
+        send(
+            emu.connection_string,
+            "faults-max-2",
+            ServiceBusMessage("held twice", message_id="twice"),
+        )
 
         counts = [kill_while_locked(emu, "faults-max-2")[1] for _ in range(MAX_DELIVERY_COUNT)]
 
@@ -441,8 +456,11 @@ def test_a_message_of_a_session_locked_at_a_kill_is_redelivered_with_its_deliver
 ) -> None:
     session = "held-session"
     with run_emulator(config(), data_dir=tmp_path) as emu:
-        with client(emu.connection_string) as sb, sb.get_queue_sender("faults-sessions") as s:
-            s.send_messages([ServiceBusMessage(f"s{n}", session_id=session) for n in range(2)])
+        send(
+            emu.connection_string,
+            "faults-sessions",
+            [ServiceBusMessage(f"s{n}", session_id=session) for n in range(2)],
+        )
 
         sequence_number, first_count = kill_while_locked(emu, "faults-sessions", session)
 
@@ -769,5 +787,4 @@ def test_a_malformed_frame_closes_the_connection_with_an_amqp_error(
     assert replies and raw_amqp.code_of(replies[-1]) == raw_amqp.CLOSE
     assert b"\x00\x53\x1d" in replies[-1], replies[-1].hex()
     # The server goes on serving.
-    with client(emulator.connection_string) as sb, sb.get_queue_sender("faults") as sender:
-        sender.send_messages(ServiceBusMessage("still here"))
+    send(emulator.connection_string, "faults", ServiceBusMessage("still here"))
