@@ -29,6 +29,8 @@ SESSION_QUEUES = (
     "sessions-no-renewal",
     "sessions-release",
     "sessions-no-release",
+    "sessions-release-in-turn",
+    "sessions-release-frees-slot",
 )
 PLAIN_QUEUES = (
     "plain-tasks",
