@@ -9,6 +9,7 @@ on the receiver's loop and its result (or the SDK's exception) comes back to the
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import datetime
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -33,12 +34,24 @@ class LoopReceiver:
         if _running_loop() is self._loop:
             operation.close()
             raise RuntimeError("LoopReceiver is for threads other than its event loop's")
+        if not self._loop.is_running():
+            operation.close()
+            raise ServiceBusError("The receiver is closed: its trigger has stopped.")
         try:
             future = asyncio.run_coroutine_threadsafe(operation, self._loop)
         except RuntimeError as error:  # the loop is closed: the trigger has stopped
             operation.close()
             raise ServiceBusError(f"The receiver is closed: {error}") from error
-        return future.result()
+        while True:
+            # The SDK bounds the operation; a loop that stops first never runs it.
+            try:
+                return future.result(timeout=1.0)
+            except concurrent.futures.TimeoutError:
+                if not self._loop.is_running():
+                    future.cancel()
+                    raise ServiceBusError(
+                        "The receiver is closed: its trigger has stopped."
+                    ) from None
 
     @property
     def aio(self) -> ServiceBusReceiver:

@@ -31,6 +31,7 @@ SESSION_QUEUES = (
     "sessions-no-release",
     "sessions-release-in-turn",
     "sessions-release-frees-slot",
+    "sessions-outlast-drain",
 )
 PLAIN_QUEUES = (
     "plain-tasks",

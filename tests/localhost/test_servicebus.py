@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -595,3 +596,45 @@ def test_a_lost_broker_is_logged_once_and_a_stop_while_it_is_gone_is_quiet(
             )
             host.stop()
         assert loud() == []
+
+
+def test_an_invocation_that_outlasts_the_stop_ends_without_an_error_in_a_host_thread(
+    servicebus_connection_string: str,
+    client: ServiceBusClient,
+    seen: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The host stops after its drain timeout (0.5 s) while a function still runs (3 s): the
+    receivers are closed under it. When the function returns, the host's completion fails with
+    a warning that says why, and no host thread dies of an exception."""
+    from . import sample_app
+
+    crashes: list[str] = []
+    monkeypatch.setattr(
+        threading, "excepthook", lambda args: crashes.append(f"{args.exc_type}: {args.exc_value}")
+    )
+    queue = "sessions-outlast-drain"
+    send(client, queue, {"n": 0, "sleep": 3}, session_id="slow")
+    host = LocalHost(
+        sample_app.app,
+        {"SESSION_QUEUE": queue, "ServiceBusConnection": servicebus_connection_string},
+        host_json(),
+        functions=["session_tasks"],
+        drain_timeout=0.5,
+    )
+    with host:
+        wait_for(lambda: seen.in_flight == 1, timeout=15, what="the invocation running")
+    wait_for(lambda: seen.of("session_tasks"), timeout=15, what="the invocation ending")
+
+    def completion_failed() -> list[str]:
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if "Completion of message" in r.getMessage() or r.levelno >= logging.ERROR
+        ]
+
+    (outcome,) = wait_for(completion_failed, what="the host's completion after the function")
+    assert crashes == []
+    assert outcome.startswith("session_tasks: Completion of message"), outcome
+    assert "closed" in outcome
