@@ -27,12 +27,14 @@ import copy
 import datetime
 import functools
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import certifi
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusReceivedMessage
 from azure.servicebus.aio import ServiceBusClient, ServiceBusReceiver
 from azure.servicebus.exceptions import (
@@ -133,10 +135,16 @@ class ServiceBusListener:
         # Accepting the next session: the SDK treats "no session within max_wait_time" as a
         # retryable timeout and tries again with backoff, during which no accept is pending.
         # The slot's loop is the retry here, as in the host.
+        # One TLS context for every connection of the trigger: without it the SDK builds one
+        # per connection, loading the CA bundle each time (most of a session receiver's CPU),
+        # even for the emulator, which it reaches without TLS.
+        tls = ssl.create_default_context(cafile=certifi.where())
         client = (
-            ServiceBusClient.from_connection_string(self._connection_string, retry_total=0)
+            ServiceBusClient.from_connection_string(
+                self._connection_string, retry_total=0, ssl_context=tls
+            )
             if self.sessions
-            else ServiceBusClient.from_connection_string(self._connection_string)
+            else ServiceBusClient.from_connection_string(self._connection_string, ssl_context=tls)
         )
         target = self._session_slot if self.sessions else self._message_worker
         workers = [asyncio.create_task(target(client)) for _ in range(self._workers)]
