@@ -1,7 +1,7 @@
 """Sessions through the local Functions host: how fast it takes the next session.
 
 S sessions of M messages each are queued on the emulator before the host starts. The function
-does what the app's processor does with each message, through ``ServiceBusMessageActions``
+(``host_sessions_app.py``) does what the app's processor does with each message, through ``ServiceBusMessageActions``
 (read the session state, write it, complete the message) and releases the session after its
 last message. The host runs with ``maxConcurrentSessions`` 1, then 8 (a fresh queue each time,
 same emulator, same run) and reports sessions/s and messages/s from the first invocation to the
@@ -20,27 +20,35 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import importlib
 import itertools
 import json
 import statistics
-import threading
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-import azure.functions as func
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
-from azurefunctions.extensions.bindings.protos.settlement_pb2 import GetSessionStateRequest
-from azurefunctions.extensions.bindings.servicebus import (
-    ServiceBusMessageActions,
-    ServiceBusReceivedMessage,
-)
 
 from bench.servicebus_emulator_bench import process_cpu_seconds
 from localdev.host import LocalHost
 from localdev.servicebus_emulator.testing import EmulatorProcess, run_emulator
+
+# The worker imports the app by its file name from its folder, as a top-level module: the bench
+# reads the invocations from that same module.
+APP = Path(__file__).with_name("host_sessions_app.py")
+
+
+def app_module() -> ModuleType:
+    if str(APP.parent) not in sys.path:
+        sys.path.insert(0, str(APP.parent))
+    return importlib.import_module(APP.stem)
+
 
 SLOT_COUNTS = (1, 8)
 PROFILE_QUEUE = "profile"
@@ -75,56 +83,6 @@ def config(slot_counts: tuple[int, ...]) -> dict[str, Any]:
     }
 
 
-# -- the function ---------------------------------------------------------------------------
-
-
-class Invocations:
-    """(session id, start, end) of every invocation, in the order they ended."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.calls: list[tuple[str, float, float]] = []
-        self.done = threading.Event()
-        self.expected = 0
-
-    def add(self, session_id: str, started: float) -> None:
-        with self._lock:
-            self.calls.append((session_id, started, time.monotonic()))
-            if len(self.calls) >= self.expected:
-                self.done.set()
-
-    def reset(self, expected: int) -> None:
-        with self._lock:
-            self.calls.clear()
-            self.expected = expected
-            self.done.clear()
-
-
-INVOCATIONS = Invocations()
-app = func.FunctionApp()
-
-
-@app.service_bus_queue_trigger(
-    arg_name="message",
-    queue_name="%BENCH_QUEUE%",
-    connection="ServiceBusConnection",
-    is_sessions_enabled=True,
-    auto_complete_messages=False,
-)
-def step(message: ServiceBusReceivedMessage, message_actions: ServiceBusMessageActions) -> None:
-    started = time.monotonic()
-    body = message.body
-    command = json.loads(body if isinstance(body, bytes) else b"".join(body))
-    session_id = str(message.session_id)
-    # ServiceBusMessageActions has no getter yet: the app calls the Settlement service's.
-    message_actions._client.GetSessionState(GetSessionStateRequest(sessionId=session_id))
-    message_actions.set_session_state(session_id, json.dumps({"step": command["n"]}).encode())
-    message_actions.complete(message)
-    if command["last"]:
-        message_actions.release_session(session_id)
-    INVOCATIONS.add(session_id, started)
-
-
 # -- through the host -----------------------------------------------------------------------
 
 
@@ -151,7 +109,8 @@ def through_host(
     connection_string = emulator.connection_string
     queue = queue_name(slots)
     send_sessions(connection_string, queue, sessions, per_session)
-    INVOCATIONS.reset(sessions * per_session)
+    invocations = app_module().INVOCATIONS
+    invocations.reset(sessions * per_session)
     host_json = {
         "version": "2.0",
         "extensions": {
@@ -164,13 +123,13 @@ def through_host(
         },
     }
     settings = {"BENCH_QUEUE": queue, "ServiceBusConnection": connection_string}
-    with LocalHost(app, settings, host_json, functions=["step"]):
+    with LocalHost(APP, settings, host_json, functions=["step"]):
         host_cpu, emulator_cpu = time.process_time(), sum(process_cpu_seconds(emulator.pid))
-        if not INVOCATIONS.done.wait(600):
-            raise RuntimeError(f"only {len(INVOCATIONS.calls)} invocations in 600 s")
+        if not invocations.done.wait(600):
+            raise RuntimeError(f"only {len(invocations.calls)} invocations in 600 s")
         host_cpu = time.process_time() - host_cpu
         emulator_cpu = sum(process_cpu_seconds(emulator.pid)) - emulator_cpu
-    calls = list(INVOCATIONS.calls)
+    calls = list(invocations.calls)
     first = min(started for _, started, _ in calls)
     last = max(ended for _, _, ended in calls)
     by_session: dict[str, list[tuple[float, float]]] = defaultdict(list)
