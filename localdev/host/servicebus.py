@@ -79,7 +79,20 @@ class ServiceBusListener:
         self.sessions = bool(spec.setting("isSessionsEnabled", False))
         own = spec.setting("autoCompleteMessages")
         self.auto_complete = options.auto_complete_messages if own is None else bool(own)
-        self._connection_string = connection_string
+        # One TLS context for every connection of the trigger: without it the SDK builds one
+        # per connection, loading the CA bundle each time (most of a session receiver's CPU),
+        # even for the emulator, which it reaches without TLS.
+        tls = ssl.create_default_context(cafile=certifi.where())
+        # Accepting the next session: the SDK treats "no session within max_wait_time" as a
+        # retryable timeout and tries again with backoff, during which no accept is pending.
+        # The slot's loop is the retry here, as in the host.
+        self._client = (
+            ServiceBusClient.from_connection_string(
+                connection_string, retry_total=0, ssl_context=tls
+            )
+            if self.sessions
+            else ServiceBusClient.from_connection_string(connection_string, ssl_context=tls)
+        )
         self._options = options
         self._settlement = settlement
         self._workers = (
@@ -128,20 +141,7 @@ class ServiceBusListener:
     async def _run(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stopping = self._loop.create_future()
-        # Accepting the next session: the SDK treats "no session within max_wait_time" as a
-        # retryable timeout and tries again with backoff, during which no accept is pending.
-        # The slot's loop is the retry here, as in the host.
-        # One TLS context for every connection of the trigger: without it the SDK builds one
-        # per connection, loading the CA bundle each time (most of a session receiver's CPU),
-        # even for the emulator, which it reaches without TLS.
-        tls = ssl.create_default_context(cafile=certifi.where())
-        client = (
-            ServiceBusClient.from_connection_string(
-                self._connection_string, retry_total=0, ssl_context=tls
-            )
-            if self.sessions
-            else ServiceBusClient.from_connection_string(self._connection_string, ssl_context=tls)
-        )
+        client = self._client
         target = self._session_slot if self.sessions else self._message_worker
         workers = [asyncio.create_task(target(client)) for _ in range(self._workers)]
         self._ready.set()
