@@ -1,12 +1,13 @@
 """Sessions through the local Functions host: how fast it takes the next session.
 
 S sessions of M messages each are queued on the emulator before the host starts. The function
-(``host_sessions_app.py``) does what the app's processor does with each message, through ``ServiceBusMessageActions``
-(read the session state, write it, complete the message) and releases the session after its
-last message. The host runs with ``maxConcurrentSessions`` 1, then 8 (a fresh queue each time,
-same emulator, same run) and reports sessions/s and messages/s from the first invocation to the
-last, and the median gap between one session's last invocation and the next session's first on
-a slot (what the host spends between two sessions: release, close, accept).
+(``host_sessions_app.py``) does what the app's processor does with each message, through
+``ServiceBusMessageActions`` (read the session state, write it, complete the message) and
+releases the session after its last message. The host runs with ``maxConcurrentSessions`` 1,
+then 8 (a fresh queue each time, same emulator, same run) and reports sessions/s and messages/s
+from the first invocation to the last, and the median gap between one session's last invocation
+and the next session's first on a slot (what the host spends between two sessions: release,
+close, accept).
 
 ``--profile`` first times the phases of one session through the SDK alone, sync and async
 (accept, receive, state get/set, complete, close), the floor under the host's per-session cost.
