@@ -89,3 +89,18 @@ reset:
 .PHONY: demo
 demo: run-deps
 	@$(PY) -m localdev.demo
+
+# The Python SDK's own samples, for tests/emulator/test_python_samples.py (it runs the topic and
+# subscription ones against the emulator): from the azure-servicebus sdist on PyPI, 7.11.4 being
+# the last release whose samples take a connection string; unpacked into the git-ignored venv.
+SERVICEBUS_SAMPLES_VERSION := 7.11.4
+SERVICEBUS_SAMPLES := $(VENV)/servicebus-samples-$(SERVICEBUS_SAMPLES_VERSION)
+setup: $(SERVICEBUS_SAMPLES)/.installed
+$(SERVICEBUS_SAMPLES)/.installed: | $(VENV)/.installed
+	@echo "==> $(SERVICEBUS_SAMPLES): the samples of the azure-servicebus $(SERVICEBUS_SAMPLES_VERSION) sdist"
+	@rm -rf $(SERVICEBUS_SAMPLES) && mkdir -p $(SERVICEBUS_SAMPLES)
+	@$(PY) -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+	  'azure-servicebus==$(SERVICEBUS_SAMPLES_VERSION)' -d $(SERVICEBUS_SAMPLES)
+	@tar -xzf $(SERVICEBUS_SAMPLES)/azure*servicebus-$(SERVICEBUS_SAMPLES_VERSION).tar.gz \
+	  -C $(SERVICEBUS_SAMPLES) --strip-components=1 --wildcards '*/samples/*'
+	@touch $@
