@@ -57,6 +57,7 @@ SESSION_QUEUES = (
 )
 PLAIN_QUEUES = (
     "plain-tasks",
+    "plain-traced",
     "plain-concurrency",
     "plain-abandon",
     "plain-defer",
