@@ -67,12 +67,7 @@ def task_invocation(
         yield _ignore
         return
     message = message_span_context(incoming.application_properties)
-    invocation = (
-        span_context_of(invocation_trace.trace_parent, invocation_trace.trace_state)
-        if invocation_trace is not None
-        else None
-    )
-    parent, links = _parent(message, invocation)
+    parent, links = parent_context(message, invocation_span_context(invocation_trace))
     task = incoming.application_properties.get("task")
     attributes: dict[str, Any] = {
         "messaging.system": "servicebus",
@@ -111,9 +106,18 @@ def task_invocation(
                 current.metrics.task_duration.record(time.perf_counter() - started, outcome)
 
 
-def _parent(
+def invocation_span_context(invocation: InvocationTrace | None) -> SpanContext | None:
+    if invocation is None:
+        return None
+    return span_context_of(invocation.trace_parent, invocation.trace_state)
+
+
+def parent_context(
     message: SpanContext | None, invocation: SpanContext | None
 ) -> tuple[Context | None, list[Link]]:
+    """The parent of a span for work that ``message`` (the sender's context) asked for and
+    the host ran in ``invocation``: the host's span when it is in the sender's trace, else the
+    sender's context with a link to the host's span; None (a new trace) with neither."""
     if message is None and invocation is None:
         return None, []
     if message is None or (invocation is not None and invocation.trace_id == message.trace_id):

@@ -31,6 +31,12 @@ from shared.telemetry.context import (
     trace_properties,
 )
 from shared.telemetry.metrics import PipelineMetrics
+from shared.telemetry.operations import (
+    count_archived,
+    count_replayed,
+    operation_span,
+    request_span,
+)
 from shared.telemetry.setup import ExportPlan, Telemetry, export_plan, use_telemetry
 from shared.telemetry.tasks import task_invocation
 
@@ -305,3 +311,56 @@ def test_a_session_is_in_flight_from_its_first_state_to_its_settled_last_message
     assert seen == [[(purchase, 1)], [(purchase, 1)], [(purchase, 0)]]
     assert recording.metric("pipeline.sessions.completed") == [(purchase, 1)]
     assert recording.metric("pipeline.sessions.failed") == []
+
+
+# -- requests, archive runs, replays ------------------------------------------------------------
+
+
+def test_a_request_span_continues_the_callers_traceparent(recording: Recording) -> None:
+    caller = trace_properties(MESSAGE)[TRACEPARENT]
+    with request_span("POST", "orders", {"traceparent": caller}) as note:
+        note(**{"http.response.status_code": 202})
+
+    (span,) = recording.spans.get_finished_spans()
+    assert span.name == "POST /api/orders"
+    assert span.kind is trace.SpanKind.SERVER
+    assert span.parent is not None
+    assert (span.context.trace_id, span.parent.span_id) == (MESSAGE.trace_id, MESSAGE.span_id)
+    assert span.attributes is not None
+    assert span.attributes["http.response.status_code"] == 202
+
+
+def test_a_request_without_a_traceparent_starts_a_trace(recording: Recording) -> None:
+    with request_span("POST", "orders", {"traceparent": "garbage"}):
+        pass
+
+    (span,) = recording.spans.get_finished_spans()
+    assert span.parent is None
+
+
+def test_a_replay_links_once_to_the_trace_of_each_failed_session(recording: Recording) -> None:
+    first, second = span_context(0x1, 0xA), span_context(0x2, 0xB)
+    replaying = [
+        trace_properties(first),
+        trace_properties(span_context(0x1, 0xC)),  # another message of the first session
+        trace_properties(second),
+        {"task": "no trace context"},
+    ]
+    with operation_span("replay", attributes={"session.id": "s"}, replaying=replaying):
+        pass
+
+    (span,) = recording.spans.get_finished_spans()
+    assert [(link.context.trace_id, link.context.span_id) for link in span.links] == [
+        (0x1, 0xA),
+        (0x2, 0xB),
+    ]
+
+
+def test_archived_and_replayed_messages_are_counted_by_queue(recording: Recording) -> None:
+    count_archived(3, queue="purchase-tasks")
+    count_archived(0, queue="purchase-tasks")
+    count_replayed(2, queue="purchase-tasks")
+
+    queue = {"messaging.destination.name": "purchase-tasks"}
+    assert recording.metric("pipeline.dead_letters.archived") == [(queue, 3)]
+    assert recording.metric("pipeline.replays.sent") == [(queue, 2)]
