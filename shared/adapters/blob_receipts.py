@@ -5,12 +5,12 @@ from __future__ import annotations
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import ContainerClient, ContentSettings
 
-from ..domain.errors import PipelineError
+from ..domain.errors import NotFound
 
 PDF = "application/pdf"
 
 
-class ReceiptNotFound(PipelineError, LookupError):
+class ReceiptNotFound(NotFound):
     """No receipt is stored for the order."""
 
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from azure.servicebus import (
     ServiceBusClient,
-    ServiceBusMessage,
     ServiceBusReceivedMessage,
     ServiceBusReceiver,
     ServiceBusSubQueue,
@@ -18,7 +17,8 @@ from azure.servicebus import (
 from azure.servicebus.exceptions import MessageSizeExceededError
 
 from ..service_layer.ports import DeadLetter, OutgoingMessage
-from .servicebus_sender import SenderPool
+from .azure_errors import SERVICE_BUS, translated
+from .servicebus_sender import SenderPool, to_service_bus_message
 
 RECEIVE_WAIT_SECONDS = 2.0
 # Service Bus writes the reason and description into the application properties of a dead
@@ -108,22 +108,14 @@ class ServiceBusResender:
     def __init__(self, client: ServiceBusClient, senders: SenderPool | None = None) -> None:
         self._senders = senders or SenderPool(client)
 
+    @translated(SERVICE_BUS)
     def resend(self, queue_name: str, session_id: str, messages: Sequence[OutgoingMessage]) -> None:
         if not messages:
             return
         with self._senders.sender(queue_name) as sender:
             batch = sender.create_message_batch()
             for outgoing in messages:
-                properties: dict[str | bytes, Any] = {
-                    key: value for key, value in outgoing.application_properties.items()
-                }
-                message = ServiceBusMessage(
-                    outgoing.body,
-                    session_id=session_id,
-                    message_id=outgoing.message_id,
-                    content_type=outgoing.content_type,
-                    application_properties=properties,
-                )
+                message = to_service_bus_message(session_id, outgoing)
                 try:
                     batch.add_message(message)
                 except MessageSizeExceededError:
@@ -139,6 +131,7 @@ class ServiceBusSessionSeeder:
     def __init__(self, client: ServiceBusClient) -> None:
         self._client = client
 
+    @translated(SERVICE_BUS)
     def seed(self, queue_name: str, session_id: str, state: bytes) -> None:
         """Set the state unless the session has one already. A replay repeated after a crash
         between sending and marking the rows seeds again, and by then the processor may be

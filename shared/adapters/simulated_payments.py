@@ -18,11 +18,12 @@ from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.data.tables import TableClient, TableEntity, UpdateMode
 
 from ..domain.payments import Charge, PaymentDeclined, PaymentProviderUnavailable
-from .table_keys import escape_key
+from .azure_errors import TABLE_STORAGE, translated
+from .table_keys import table_key
 
 ALL_CARDS = "*"
 _CHARGE_ROW = "charge"
-# escape_key never yields a key starting with '!', so the control entity cannot collide
+# table_key never yields a key starting with '!', so the control entity cannot collide
 # with the charge of any idempotency key.
 _CONTROL_PARTITION = "!simulator"
 _OUTAGE_ROW = "outage"
@@ -54,7 +55,7 @@ class TableSimulatedPaymentGateway:
         self, *, idempotency_key: str, card_token: str, amount: Decimal, currency: str
     ) -> Charge:
         requested = {"Amount": str(amount), "Currency": currency, "CardToken": card_token}
-        partition = escape_key(idempotency_key)
+        partition = table_key(idempotency_key)
         existing = self._get(partition, _CHARGE_ROW)
         if existing is not None:
             return _replay(existing, idempotency_key, amount, currency, card_token)
@@ -85,6 +86,11 @@ class TableSimulatedPaymentGateway:
                 raise
             return _replay(winner, idempotency_key, amount, currency, card_token)
         return _to_charge(entity)
+
+    @translated(TABLE_STORAGE)
+    def find(self, idempotency_key: str) -> Charge | None:
+        entity = self._get(table_key(idempotency_key), _CHARGE_ROW)
+        return _to_charge(entity) if entity is not None else None
 
     def set_outage(self, tokens: Iterable[str] | None) -> None:
         """From now on the provider is down for ``tokens`` (``*`` for every card) and up for

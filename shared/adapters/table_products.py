@@ -9,7 +9,7 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
 
 from ..domain.products import Product
-from .table_keys import escape_key
+from .table_keys import table_key
 
 _ROW = "product"
 
@@ -27,7 +27,7 @@ class TableProductCatalog:
         found: dict[str, Product] = {}
         for sku in dict.fromkeys(skus):
             try:
-                entity = self._table.get_entity(escape_key(sku), _ROW)
+                entity = self._table.get_entity(table_key(sku), _ROW)
             except ResourceNotFoundError:
                 continue
             found[sku] = Product(
@@ -43,7 +43,7 @@ class TableProductCatalog:
         """Create or replace the product: importing the same row twice leaves one product."""
         self._table.upsert_entity(
             {
-                "PartitionKey": escape_key(product.sku),
+                "PartitionKey": table_key(product.sku),
                 "RowKey": _ROW,
                 "Sku": product.sku,
                 "Name": product.name,

@@ -1,4 +1,7 @@
-"""An order as the HTTP API accepts it, checked field by field."""
+"""An order as the HTTP API accepts it, checked field by field.
+
+Whatever passes can be charged, rendered and mailed: text fields are Unicode scalar values
+without control characters, and the e-mail address is plain ASCII (no SMTPUTF8 needed)."""
 
 from __future__ import annotations
 
@@ -8,10 +11,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidInput
+from .json_documents import check_text
 
 MAX_LINES = 100
 MAX_QUANTITY = 1000
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+MAX_TEXT = 256
+MAX_EMAIL = 254  # RFC 5321's path limit, less the angle brackets
+_EMAIL = re.compile(
+    r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+"
+    r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+$"
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
 _SKU = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -45,8 +55,11 @@ def parse_order(document: Any) -> Order:
     if not isinstance(document, Mapping):
         raise InvalidInput("body", "must be a JSON object")
     email = _required_str(document, "customer_email")
-    if not _EMAIL.match(email):
-        raise InvalidInput("customer_email", "must be an e-mail address like ada@example.com")
+    if len(email) > MAX_EMAIL or not _EMAIL.match(email):
+        raise InvalidInput(
+            "customer_email",
+            f"must be an ASCII e-mail address like ada@example.com, at most {MAX_EMAIL} characters",
+        )
     name = _required_str(document, "customer_name")
     card_token = _required_str(document, "card_token")
     currency = _required_str(document, "currency")
@@ -86,9 +99,12 @@ def _required_str(document: Mapping[str, Any], name: str, *, where: str = "") ->
         raise InvalidInput(path, "is required")
     if not isinstance(value, str):
         raise InvalidInput(path, "must be a string")
+    check_text(path, value)
     value = value.strip()
     if not value:
         raise InvalidInput(path, "must not be empty")
-    if len(value) > 256:
-        raise InvalidInput(path, "must be at most 256 characters")
+    if len(value) > MAX_TEXT:
+        raise InvalidInput(path, f"must be at most {MAX_TEXT} characters")
+    if _CONTROL.search(value):
+        raise InvalidInput(path, "must not hold control characters (line breaks, tabs, ...)")
     return value

@@ -26,6 +26,7 @@ def _trigger(name: str) -> dict[str, Any]:
 # name -> (route, methods) of every HTTP function; all take a function key.
 HTTP_ROUTES = {
     "submit_order_http": ("orders", ["POST"]),
+    "get_order": ("orders/{job_id}", ["GET"]),
     "list_failed_sessions": ("failed-sessions", ["GET"]),
     "failed_session_groups": ("failed-session-groups", ["GET"]),
     "get_failed_session": ("failed-sessions/{session_id}", ["GET"]),

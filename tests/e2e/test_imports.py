@@ -11,7 +11,7 @@ import pytest
 
 from shared.adapters.azure_clients import PRODUCTS_TABLE
 from shared.adapters.servicebus_sender import to_service_bus_message
-from shared.adapters.table_keys import escape_key
+from shared.adapters.table_keys import table_key
 from shared.domain.pipelines import import_message
 
 from .conftest import E2E, wait_for
@@ -71,7 +71,7 @@ def test_an_import_goes_on_past_bad_rows(e2e: E2E) -> None:
     products = e2e.table(PRODUCTS_TABLE)
     stored = {
         step: bool(list(products.query_entities("PartitionKey eq @pk", parameters={"pk": key})))
-        for step, key in ((i, escape_key(f"{job}-{i}")) for i in range(1, 6))
+        for step, key in ((i, table_key(f"{job}-{i}")) for i in range(1, 6))
     }
     assert stored == {1: True, 2: False, 3: True, 4: False, 5: True}
     archived = wait_for(

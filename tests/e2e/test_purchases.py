@@ -14,7 +14,7 @@ import pytest
 from azure.servicebus.exceptions import SessionCannotBeLockedError
 
 from shared.adapters.azure_clients import DEAD_LETTERS_TABLE, PAYMENTS_TABLE
-from shared.adapters.table_archive import session_key
+from shared.adapters.table_keys import table_key
 from shared.domain.pipelines import PURCHASE_TASKS
 
 from .conftest import (
@@ -127,7 +127,7 @@ def test_a_failed_payment_short_circuits_the_later_tasks_into_the_archive_in_ord
     # The storage account holds the same rows, keyed so that a partition scan is send order.
     rows = list(
         e2e.table(DEAD_LETTERS_TABLE).query_entities(
-            "PartitionKey eq @pk", parameters={"pk": session_key(job)}
+            "PartitionKey eq @pk", parameters={"pk": table_key(job)}
         )
     )
     assert [r["RowKey"] for r in rows] == sorted(r["RowKey"] for r in rows)

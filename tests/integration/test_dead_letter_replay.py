@@ -45,13 +45,8 @@ from shared.domain.envelope import parse_task_message
 from shared.domain.pipelines import IMPORT_PRODUCT, PRODUCT_IMPORT, import_message
 from shared.domain.products import Product
 from shared.domain.session_state import decode_session_state
-from shared.entrypoints.dead_letters import (
-    get_failed_session,
-    get_replay,
-    replay_failed_session,
-    replay_requests,
-    request_replay,
-)
+from shared.entrypoints.failed_sessions_http import get_failed_session, replay_failed_session
+from shared.entrypoints.replays import get_replay, replay_requests, request_replay
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.import_tasks import import_product
 from shared.service_layer.orders import submit_order
@@ -123,7 +118,7 @@ def make_container(app_environ: dict[str, str]) -> Iterator[Callable[..., Contai
     yield make
     use_container(None)
     for container in made:
-        if "_service_bus" in container.__dict__:
+        if container.built("_service_bus"):
             container._service_bus.close()
 
 

@@ -12,11 +12,11 @@ from azure.servicebus.exceptions import ServiceBusError
 from shared.adapters.servicebus_sender import (
     SenderPool,
     ServiceBusTaskSender,
-    SessionTooLarge,
     fill_batch,
     to_service_bus_message,
 )
 from shared.domain.envelope import TaskMessage, parse_task_message
+from shared.domain.errors import SessionTooLarge
 
 from .conftest import ServiceBusEmulator
 from .servicebus import receive_session

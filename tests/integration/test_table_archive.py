@@ -10,13 +10,17 @@ import pytest
 from azure.data.tables import TableClient, TableServiceClient
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from shared.adapters.table_archive import (
-    TableDeadLetterArchive,
-    TableReplayRequests,
-    session_id_of,
-    session_key,
+from shared.adapters.table_archive import TableDeadLetterArchive
+from shared.adapters.table_keys import table_key, value_of_table_key
+from shared.adapters.table_replay_requests import TableReplayRequests
+from shared.domain.archive import (
+    ArchivedMessage,
+    FailedSession,
+    FailureRecord,
+    SessionNotArchived,
+    SummaryFilter,
 )
-from shared.domain.archive import ArchivedMessage, FailedSession, FailureRecord, SessionNotArchived
+from shared.domain.errors import InvalidInput
 from shared.domain.replays import ReplayRequest, ReplayRequestNotFound
 
 pytestmark = pytest.mark.integration
@@ -104,7 +108,7 @@ def test_hostile_session_ids_are_valid_keys_that_map_back_exactly(
     archive: TableDeadLetterArchive, name: str
 ) -> None:
     session_id = HOSTILE_SESSION_IDS[name]
-    assert session_id_of(session_key(session_id)) == session_id
+    assert value_of_table_key(table_key(session_id)) == session_id
 
     archive.save([row(session_id, 7), row(session_id, 3)])
 
@@ -200,7 +204,7 @@ def test_failure_records_and_summaries_share_a_row_and_filter_and_page(
         ),
     )
     # A record alone (dead letters not archived yet) is not a listed failed session.
-    assert archive.list_summaries().items == []
+    assert archive.list_summaries(SummaryFilter()).items == []
     for n in range(7):
         archive.save_summary(
             summary(f"x/{n}", task="ProcessPayment", reason="PaymentProviderUnavailable")
@@ -217,7 +221,7 @@ def test_failure_records_and_summaries_share_a_row_and_filter_and_page(
     seen, token, pages = [], None, 0
     while True:
         page = archive.list_summaries(
-            reason="PaymentProviderUnavailable", page_size=3, continuation=token
+            SummaryFilter(reason="PaymentProviderUnavailable"), page_size=3, continuation=token
         )
         seen += [s.session_id for s in page.items]
         pages += 1
@@ -225,10 +229,10 @@ def test_failure_records_and_summaries_share_a_row_and_filter_and_page(
         if not token:
             break
     assert sorted(seen) == [f"x/{n}" for n in range(7)] and pages >= 3
-    only = archive.list_summaries(task="CalculateTotal", status="failed")
+    only = archive.list_summaries(SummaryFilter(task="CalculateTotal", status="failed"))
     assert [s.session_id for s in only.items] == ["y"]
-    with pytest.raises(ValueError, match="continuation"):
-        archive.list_summaries(continuation="not-a-token!")
+    with pytest.raises(InvalidInput, match="continuation"):
+        archive.list_summaries(SummaryFilter(), continuation="not-a-token!")
 
 
 def test_replay_requests_round_trip(table: TableClient) -> None:

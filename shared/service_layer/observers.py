@@ -1,0 +1,108 @@
+"""What the processors tell about each message they settle, recorded for the status routes:
+the outcome of each import row (GET /api/imports/{job_id}) and of each order step
+(GET /api/orders/{job_id}). Each observer runs before the message is settled, so an outcome is
+recorded before it is final, and re-recorded (an upsert) when the message comes again."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from ..domain.envelope import TaskMessage
+from ..domain.order_status import COMPLETED, FAILED, StepOutcome
+from .ports import ImportProgress, OrderProgress
+from .processor import IncomingMessage, Observer, Outcome
+
+IMPORTED = "imported"
+ROW_FAILED = "failed"
+
+
+def import_progress_observer(progress: ImportProgress) -> Observer:
+    """Records each row's outcome. A redelivery of a finished row records nothing; a
+    re-recorded row overwrites itself (upsert), and so does its replay, so counts stay exact."""
+
+    def observe(
+        incoming: IncomingMessage,
+        message: TaskMessage | None,
+        outcome: Outcome,
+        reason: str | None,
+    ) -> None:
+        if outcome is Outcome.ALREADY_DONE:
+            return
+        routing = _routing(incoming, message)
+        if routing is None:
+            return  # nothing says which import this unreadable message belonged to
+        job_id, step, _ = routing
+        # A replayed row (replay_of: its original session) overwrites its first outcome, so a
+        # row that failed and then imported on replay counts once, as imported.
+        original = _properties(incoming).get("replay_of")
+        progress.record(
+            job_id,
+            original if isinstance(original, str) and original else incoming.session_id,
+            step,
+            status=IMPORTED if outcome is Outcome.COMPLETED else ROW_FAILED,
+            reason=reason,
+        )
+
+    return observe
+
+
+def order_progress_observer(
+    progress: OrderProgress, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+) -> Observer:
+    """Records the latest outcome of each step of an order, under its job id (a replay keeps
+    the job id, so its steps overwrite the failed ones). A message that names no job and
+    step cannot be placed and is left out."""
+
+    def observe(
+        incoming: IncomingMessage,
+        message: TaskMessage | None,
+        outcome: Outcome,
+        reason: str | None,
+    ) -> None:
+        if outcome is Outcome.ALREADY_DONE:
+            return
+        routing = _routing(incoming, message)
+        if routing is None:
+            return
+        job_id, step, task = routing
+        if step is None:
+            return
+        progress.record(
+            job_id,
+            StepOutcome(
+                step=step,
+                task=task or "",
+                status=COMPLETED if outcome is Outcome.COMPLETED else FAILED,
+                reason=reason,
+                session_id=incoming.session_id,
+                at=clock().isoformat(),
+            ),
+        )
+
+    return observe
+
+
+def _routing(
+    incoming: IncomingMessage, message: TaskMessage | None
+) -> tuple[str, int | None, str | None] | None:
+    """(job id, step, task) from the message, else from its application properties."""
+    if message is not None:
+        return message.job_id, message.step, message.task
+    properties = _properties(incoming)
+    job_id, step, task = properties.get("job_id"), properties.get("step"), properties.get("task")
+    if not isinstance(job_id, str):
+        return None
+    return (
+        job_id,
+        step if isinstance(step, int) and not isinstance(step, bool) else None,
+        task if isinstance(task, str) else None,
+    )
+
+
+def _properties(incoming: IncomingMessage) -> Mapping[str, Any]:
+    return {
+        (k.decode() if isinstance(k, bytes) else str(k)): v
+        for k, v in incoming.application_properties.items()
+    }
