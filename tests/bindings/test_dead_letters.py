@@ -439,6 +439,34 @@ def test_a_replay_under_another_key_after_one_succeeded_is_a_409(storage_app: St
     assert len(storage_app.resender.sent) == 3
 
 
+def test_the_same_key_with_another_force_is_a_422(storage_app: StorageApp) -> None:
+    failed_session(storage_app, "order-1", upto=4)  # incomplete: force matters
+    run_timer()
+    assert replay("order-1", "key-1", force="true").status_code == 202
+
+    document = assert_problem(replay("order-1", "key-1"), 422)
+
+    assert "'key-1'" in document["detail"]
+    assert len(storage_app.resender.sent) == 2
+
+
+def test_replays_of_one_session_with_other_keys_are_409s_naming_the_winner(
+    storage_app: StorageApp,
+) -> None:
+    failed_session(storage_app, "order-1")
+    run_timer()
+    won = _json(replay("order-1", "key-1"))
+
+    for key in ("key-2", "key-3"):
+        document = assert_problem(replay("order-1", key), 409)
+        assert document["replay"]["new_session_id"] == won["new_session_id"]
+        assert document["replay"]["idempotency_key"] == "key-1"
+
+    assert len(storage_app.resender.sent) == 3
+    view = _json(_get(get_failed_session, "x", session_id="order-1"))
+    assert view["claim"]["key"] == "key-1"
+
+
 def test_a_replay_of_an_incomplete_session_is_a_409_unless_forced(
     storage_app: StorageApp,
 ) -> None:

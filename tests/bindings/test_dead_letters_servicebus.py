@@ -31,6 +31,7 @@ from .test_dead_letters import (
     _json,
     _request_replay,
     _status,
+    assert_problem,
     replay,
     run_timer,
 )
@@ -139,6 +140,25 @@ def test_dead_letters_archived_by_the_timer_are_replayed_in_order_under_a_new_se
 
     assert (again.status_code, _json(again)) == (202, _json(response))  # the first response
     assert receive_session(bus, new_session)[0] == []
+
+
+def test_a_replay_whose_new_session_is_locked_elsewhere_is_a_409_and_sends_nothing(
+    storage_app: StorageApp, bus: ServiceBusClient
+) -> None:
+    purchase_that_failed_at_payment(storage_app, bus, "order/8")
+    run_timer()
+    new_session = replay_session_id("order/8", "fix")
+
+    # Another receiver holds the new session while the replay seeds its state.
+    with bus.get_queue_receiver(PURCHASE, session_id=new_session, max_wait_time=1):
+        locked = replay("order/8", "fix")
+
+    document = assert_problem(locked, 409)
+    assert locked.headers["Retry-After"] == "5"
+    assert "lock" in document["detail"]
+    assert receive_session(bus, new_session)[0] == []
+    again = replay("order/8", "fix")  # the key was released: the same request goes through
+    assert (again.status_code, _json(again)["sent"]) == (202, 3)
 
 
 def test_a_bulk_replay_from_the_storage_queue_sends_every_matching_session(
