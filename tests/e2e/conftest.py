@@ -40,6 +40,7 @@ E2E_SETTINGS = {
     "PAYMENT_SIMULATOR_OUTAGE_TOKENS": "",
     "FUNCTIONS_HOST_KEY": "e2e-host-key",
     "FUNCTIONS_MASTER_KEY": "e2e-master-key",
+    "REPLAY_MAX_DEQUEUE_COUNT": str(MAX_DEQUEUE_COUNT),  # as host.json below says
 }
 
 
