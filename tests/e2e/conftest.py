@@ -143,10 +143,17 @@ class E2E:
         return TableClient.from_connection_string(self.stack.storage_connection_string, name)
 
     def receipt_mail(self, job_id: str) -> EmailMessage | None:
+        return next(iter(self.receipt_mails(job_id)), None)
+
+    def receipt_mails(self, job_id: str) -> list[EmailMessage]:
+        """Every receipt mailed for the job (a copy sent twice would be here twice)."""
         wanted = f"<{job_id}.receipt@pipelines.local>"
-        return next(
-            (m for m in self.stack.mail.received() if str(m.get("Message-ID")) == wanted), None
-        )
+        return [m for m in self.stack.mail.received() if str(m.get("Message-ID")) == wanted]
+
+    def sessions_that_ran(self, candidates: set[str]) -> set[str]:
+        """Which of the ``candidates`` sessions ran any purchase task."""
+        ran = {r.session_id for r in self.invocations.of("purchase_tasks")}
+        return {session for session in candidates if session in ran}
 
     def charges_for(self, job_id: str) -> list[Any]:
         key = f"{job_id}:payment"
