@@ -70,7 +70,7 @@ def test_a_replay_under_another_key_is_refused_naming_the_replay_that_won() -> N
     assert len(winner.sent) == 3 and loser.sent == []
 
 
-def test_a_claim_between_reading_the_session_and_claiming_it_wins_and_the_reader_sends_nothing() -> (
+def test_a_claim_between_reading_the_session_and_claiming_it_wins_and_the_reader_sends_none() -> (
     None
 ):
     archive = archive_of("s-1")
