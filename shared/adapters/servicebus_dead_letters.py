@@ -57,12 +57,14 @@ class ServiceBusDeadLetterReader:
         self._queue = queue
         self._receiver = receiver
 
+    @translated(SERVICE_BUS)
     def receive(self, max_messages: int) -> list[DeadLetter]:
         messages = self._receiver.receive_messages(
             max_message_count=max_messages, max_wait_time=RECEIVE_WAIT_SECONDS
         )
         return [self._letter(message) for message in messages]
 
+    @translated(SERVICE_BUS)
     def complete(self, letters: Sequence[DeadLetter]) -> None:
         for letter in letters:
             self._receiver.complete_message(letter.handle)

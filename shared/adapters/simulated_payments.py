@@ -51,6 +51,7 @@ class TableSimulatedPaymentGateway:
         self._decline_tokens = frozenset(decline_tokens)
         self._outage_tokens = frozenset(outage_tokens)
 
+    @translated(TABLE_STORAGE)
     def charge(
         self, *, idempotency_key: str, card_token: str, amount: Decimal, currency: str
     ) -> Charge:
@@ -92,6 +93,7 @@ class TableSimulatedPaymentGateway:
         entity = self._get(table_key(idempotency_key), _CHARGE_ROW)
         return _to_charge(entity) if entity is not None else None
 
+    @translated(TABLE_STORAGE)
     def set_outage(self, tokens: Iterable[str] | None) -> None:
         """From now on the provider is down for ``tokens`` (``*`` for every card) and up for
         every other card; ``None`` or an empty list means up for all. Overrides the outage
@@ -107,10 +109,12 @@ class TableSimulatedPaymentGateway:
             mode=UpdateMode.REPLACE,
         )
 
+    @translated(TABLE_STORAGE)
     def reset_outage(self) -> None:
         """Back to the outage tokens given to the constructor (the settings)."""
         self._table.delete_entity(_CONTROL_PARTITION, _OUTAGE_ROW)  # no error when absent
 
+    @translated(TABLE_STORAGE)
     def current_outage(self) -> frozenset[str]:
         """The cards the provider is down for right now."""
         control = self._get(_CONTROL_PARTITION, _OUTAGE_ROW)
@@ -118,6 +122,7 @@ class TableSimulatedPaymentGateway:
             return self._outage_tokens
         return frozenset(json.loads(str(control["Tokens"])))
 
+    @translated(TABLE_STORAGE)
     def list_charges(self) -> list[Charge]:
         """Every charge made through this table, oldest first."""
         entities = self._table.query_entities("RowKey eq @row", parameters={"row": _CHARGE_ROW})

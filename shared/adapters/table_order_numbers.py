@@ -31,6 +31,7 @@ class TableOrderNumbers:
         self._table = table
         self._prefix = prefix
 
+    @translated(TABLE_STORAGE)
     def allocate(self, job_id: str) -> str:
         row_key = table_key(job_id)
         for attempt in range(_MAX_ATTEMPTS):

@@ -9,6 +9,7 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
 
 from ..domain.products import Product
+from .azure_errors import TABLE_STORAGE, translated
 from .table_keys import table_key
 
 _ROW = "product"
@@ -22,6 +23,7 @@ class TableProductCatalog:
     def __init__(self, table: TableClient) -> None:
         self._table = table
 
+    @translated(TABLE_STORAGE)
     def find(self, skus: Sequence[str]) -> dict[str, Product]:
         """The products that exist among ``skus``; unknown SKUs are left out."""
         found: dict[str, Product] = {}
@@ -39,6 +41,7 @@ class TableProductCatalog:
             )
         return found
 
+    @translated(TABLE_STORAGE)
     def upsert(self, product: Product) -> None:
         """Create or replace the product: importing the same row twice leaves one product."""
         self._table.upsert_entity(
