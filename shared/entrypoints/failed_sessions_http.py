@@ -9,7 +9,7 @@ import azure.functions as func
 from ..bootstrap import container
 from ..domain.archive import SummaryFilter
 from ..service_layer import failed_sessions as sessions
-from ..service_layer.replay import replay_session_once
+from ..service_layer.replay import replay_session
 from .http import endpoint, json_response
 from .http_input import (
     MAX_TOKEN_LENGTH,
@@ -89,14 +89,14 @@ def replay_failed_session(req: func.HttpRequest) -> func.HttpResponse:
     force = query_flag(req, "force")
     check_body_size(req, max_bytes=MAX_REPLAY_BODY_BYTES)
     c = container()
-    result = replay_session_once(
-        c.idempotent_requests,
+    result = replay_session(
         c.archive,
         c.resender,
         c.session_seeder,
         session_id,
         key,
         force=force,
+        requests=c.idempotent_requests,
     )
     return json_response(
         202, replay_view(req, result), headers={"Location": replay_status_url(req, result)}

@@ -6,6 +6,7 @@ recorded before it is final, and re-recorded (an upsert) when the message comes 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,42 +19,65 @@ IMPORTED = "imported"
 ROW_FAILED = "failed"
 
 
+@dataclass(frozen=True)
+class Observed:
+    """One settled message as the observers record it."""
+
+    incoming: IncomingMessage
+    job_id: str
+    step: int | None
+    task: str | None
+    completed: bool  # else dead-lettered
+    reason: str | None
+
+
 def import_progress_observer(progress: ImportProgress) -> Observer:
     """Records each row's outcome. A redelivery of a finished row records nothing; a
     re-recorded row overwrites itself (upsert), and so does its replay, so counts stay exact."""
 
-    def observe(
-        incoming: IncomingMessage,
-        message: TaskMessage | None,
-        outcome: Outcome,
-        reason: str | None,
-    ) -> None:
-        if outcome is Outcome.ALREADY_DONE:
-            return
-        routing = _routing(incoming, message)
-        if routing is None:
-            return  # nothing says which import this unreadable message belonged to
-        job_id, step, _ = routing
+    def record(seen: Observed) -> None:
         # A replayed row (replay_of: its original session) overwrites its first outcome, so a
         # row that failed and then imported on replay counts once, as imported.
-        original = _properties(incoming).get("replay_of")
+        original = _properties(seen.incoming).get("replay_of")
         progress.record(
-            job_id,
-            original if isinstance(original, str) and original else incoming.session_id,
-            step,
-            status=IMPORTED if outcome is Outcome.COMPLETED else ROW_FAILED,
-            reason=reason,
+            seen.job_id,
+            original if isinstance(original, str) and original else seen.incoming.session_id,
+            seen.step,
+            status=IMPORTED if seen.completed else ROW_FAILED,
+            reason=seen.reason,
         )
 
-    return observe
+    return _observer(record)
 
 
 def order_progress_observer(
     progress: OrderProgress, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 ) -> Observer:
     """Records the latest outcome of each step of an order, under its job id (a replay keeps
-    the job id, so its steps overwrite the failed ones). A message that names no job and
-    step cannot be placed and is left out."""
+    the job id, so its steps overwrite the failed ones). A message that names no step cannot
+    be placed and is left out."""
+
+    def record(seen: Observed) -> None:
+        if seen.step is None:
+            return
+        progress.record(
+            seen.job_id,
+            StepOutcome(
+                step=seen.step,
+                task=seen.task or "",
+                status=COMPLETED if seen.completed else FAILED,
+                reason=seen.reason,
+                session_id=seen.incoming.session_id,
+                at=clock().isoformat(),
+            ),
+        )
+
+    return _observer(record)
+
+
+def _observer(record: Callable[[Observed], None]) -> Observer:
+    """An observer that leaves out redeliveries of finished work (nothing new happened) and
+    messages that name no job, and hands the rest to ``record``."""
 
     def observe(
         incoming: IncomingMessage,
@@ -67,19 +91,7 @@ def order_progress_observer(
         if routing is None:
             return
         job_id, step, task = routing
-        if step is None:
-            return
-        progress.record(
-            job_id,
-            StepOutcome(
-                step=step,
-                task=task or "",
-                status=COMPLETED if outcome is Outcome.COMPLETED else FAILED,
-                reason=reason,
-                session_id=incoming.session_id,
-                at=clock().isoformat(),
-            ),
-        )
+        record(Observed(incoming, job_id, step, task, outcome is Outcome.COMPLETED, reason))
 
     return observe
 

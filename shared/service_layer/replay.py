@@ -11,10 +11,9 @@ state (docs/dead-letters.md, "Import sessions")."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from ..domain.archive import (
     REPLAYED,
@@ -62,6 +61,7 @@ def replay_session(
     idempotency_key: str,
     *,
     force: bool = False,
+    requests: IdempotentRequests | None = None,
     clock: Clock = _now,
 ) -> ReplayResult:
     """Send the session's archived messages that are not replayed yet, in send order, under
@@ -71,7 +71,33 @@ def replay_session(
     claim it is the only one that ever sends; any other key is refused with ``AlreadyReplayed``
     naming the replay that holds the session. A session of a pipeline that stops on failure
     (purchase) is refused with ``ReplayIncomplete`` until its last message is archived, unless
-    ``force``; an import session never is. Raises ``SessionNotArchived`` too."""
+    ``force``; an import session never is. Raises ``SessionNotArchived`` too.
+
+    With ``requests``, the Idempotency-Key rules apply too: a repeat of a finished request
+    gets its result again (nothing is sent), the key with another ``force`` is refused
+    (``IdempotencyKeyReused``), a repeat while the first is in flight is refused
+    (``IdempotencyKeyInFlight``). Keys are per session: the same key may replay another."""
+
+    def replay() -> ReplayResult:
+        return _replay(archive, resender, seeder, session_id, idempotency_key, force, clock)
+
+    if requests is None:
+        return replay()
+    stored = requests.run(
+        f"replay:{session_id}", idempotency_key, fingerprint(force), lambda: asdict(replay())
+    )
+    return ReplayResult(**stored)
+
+
+def _replay(
+    archive: DeadLetterArchive,
+    resender: MessageResender,
+    seeder: SessionSeeder,
+    session_id: str,
+    idempotency_key: str,
+    force: bool,
+    clock: Clock,
+) -> ReplayResult:
     if not idempotency_key.strip():
         raise InvalidInput("Idempotency-Key", "is required: any unique string, e.g. a UUID")
     rows = archive.list_session(session_id)
@@ -138,32 +164,6 @@ def replay_session(
     archive.save_summary(summarize(session_id, rows_now, record))
     job_id = next((row.job_id for row in rows if row.job_id), None)
     return ReplayResult(session_id, new_session_id, queue, len(pending), job_id, pipeline)
-
-
-def replay_session_once(
-    requests: IdempotentRequests,
-    archive: DeadLetterArchive,
-    resender: MessageResender,
-    seeder: SessionSeeder,
-    session_id: str,
-    idempotency_key: str,
-    *,
-    force: bool = False,
-    clock: Clock = _now,
-) -> ReplayResult:
-    """``replay_session`` behind the Idempotency-Key rules: a repeat of a finished request
-    gets its result again (nothing is sent), the key with another ``force`` is refused
-    (``IdempotencyKeyReused``), a repeat while the first is in flight is refused
-    (``IdempotencyKeyInFlight``). Keys are per session: the same key may replay another."""
-
-    def replay() -> Mapping[str, Any]:
-        result = replay_session(
-            archive, resender, seeder, session_id, idempotency_key, force=force, clock=clock
-        )
-        return asdict(result)
-
-    stored = requests.run(f"replay:{session_id}", idempotency_key, fingerprint(force), replay)
-    return ReplayResult(**stored)
 
 
 def _outgoing(

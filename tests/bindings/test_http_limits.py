@@ -17,6 +17,7 @@ from shared.domain.orders import parse_order
 from shared.entrypoints.failed_sessions_http import list_failed_sessions, replay_failed_session
 from shared.entrypoints.orders_http import get_order, submit_order_http
 from shared.entrypoints.replays import request_replay
+from tests.builders import order_document
 from tests.fakes import (
     InMemoryDeadLetterArchive,
     InMemoryOrderNumbers,
@@ -26,13 +27,7 @@ from tests.fakes import (
 from .conftest import StorageApp, Twins
 
 BASE = "http://localhost:7071/api"
-ORDER: dict[str, Any] = {
-    "customer_email": "ada@example.com",
-    "customer_name": "Ada",
-    "card_token": "tok_visa",
-    "currency": "EUR",
-    "lines": [{"sku": "SKU-1", "quantity": 2}],
-}
+ORDER = order_document()
 
 
 def request(

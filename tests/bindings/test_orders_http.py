@@ -15,17 +15,12 @@ from shared.domain.envelope import TaskMessage
 from shared.domain.errors import SessionTooLarge
 from shared.domain.pipelines import PURCHASE_TASKS
 from shared.entrypoints.orders_http import submit_order_http
+from tests.builders import order_document
 from tests.outages import unreachable_service_bus
 
 from .conftest import Twins
 
-ORDER = {
-    "customer_email": "ada@example.com",
-    "customer_name": "Ada",
-    "card_token": "tok_visa",
-    "currency": "EUR",
-    "lines": [{"sku": "SKU-1", "quantity": 2}],
-}
+ORDER = order_document()
 
 
 def _post(body: bytes | Any, headers: dict[str, str] | None = None) -> func.HttpResponse:

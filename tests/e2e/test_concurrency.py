@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -18,30 +18,11 @@ from localdev.api_client import ApiResponse
 from shared.domain.archive import replay_session_id
 
 from .conftest import E2E, order, wait_for
-from .test_imports import import_rows
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("catalogue")]
 
 CLIENTS = 10
 T = TypeVar("T")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def catalogue(e2e: E2E) -> None:
-    import_rows(
-        e2e,
-        f"concurrency-{uuid.uuid4().hex[:8]}",
-        [{"sku": "E2E-TEA", "name": "Tea", "price": "10.00", "currency": "EUR"}],
-        expect_imported=1,
-    )
-
-
-@pytest.fixture
-def outage(e2e: E2E) -> Iterator[str]:
-    card = f"tok_amex_{uuid.uuid4().hex[:8]}"
-    e2e.payments.set_outage([card])
-    yield card
-    e2e.payments.reset_outage()
 
 
 def at_once(attempt: Callable[[int], T]) -> list[T]:

@@ -17,22 +17,11 @@ from localdev.api_client import ApiResponse
 from shared.adapters.azure_clients import REPLAY_REQUESTS_TABLE
 
 from .conftest import E2E, charged_total, order, wait_for
-from .test_imports import import_rows
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("catalogue")]
 
 # 1 x 10.00 + 25% tax + 4.95 shipping
 ONE_TEA = Decimal("17.45")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def catalogue(e2e: E2E) -> None:
-    import_rows(
-        e2e,
-        f"hostile-{uuid.uuid4().hex[:8]}",
-        [{"sku": "E2E-TEA", "name": "Tea", "price": "10.00", "currency": "EUR"}],
-        expect_imported=1,
-    )
 
 
 def post_order(e2e: E2E, body: bytes, key: str, **headers: str) -> ApiResponse:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from typing import Any
@@ -25,35 +24,12 @@ from .conftest import (
     order,
     wait_for,
 )
-from .test_imports import import_rows
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("catalogue")]
 
 # 2 x 10.00 + 1 x 5.50 = 25.50; 25% tax = 6.375 -> 6.38; shipping 4.95: total 36.83.
 BASKET = (("E2E-TEA", 2), ("E2E-MUG", 1))
 BASKET_TOTAL = Decimal("36.83")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def catalogue(e2e: E2E) -> None:
-    import_rows(
-        e2e,
-        f"catalogue-{uuid.uuid4().hex[:8]}",
-        [
-            {"sku": "E2E-TEA", "name": "Tea", "price": "10.00", "currency": "EUR"},
-            {"sku": "E2E-MUG", "name": "Mug", "price": "5.50", "currency": "EUR"},
-        ],
-        expect_imported=2,
-    )
-
-
-@pytest.fixture
-def outage(e2e: E2E) -> Iterator[str]:
-    """A card the payment provider is down for, until the test ends it (or ends)."""
-    card = f"tok_amex_{uuid.uuid4().hex[:8]}"
-    e2e.payments.set_outage([card])
-    yield card
-    e2e.payments.reset_outage()
 
 
 def submit(e2e: E2E, document: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from shared.domain.json_documents import (
     parse_json_object,
 )
 from shared.domain.orders import parse_order
+from tests.builders import order_document
 
 EXAMPLE = '{"task": "..."}'
 
@@ -94,13 +95,7 @@ def test_what_is_not_one_utf8_json_object_is_refused(body: bytes, kind: type) ->
     assert EXAMPLE in error.problem or "UTF-8" in error.problem
 
 
-ORDER = {
-    "customer_email": "ada@example.com",
-    "customer_name": "Ada",
-    "card_token": "tok_visa",
-    "currency": "EUR",
-    "lines": [{"sku": "SKU-1", "quantity": 1}],
-}
+ORDER = order_document()
 
 
 @pytest.mark.parametrize(
