@@ -133,7 +133,7 @@ def test_dead_letters_archived_by_the_timer_are_replayed_in_order_under_a_new_se
         (5, TASKS[4]),
     ]
     seeded = decode_session_state(state)
-    assert seeded.next_step == 3
+    assert seeded is not None and seeded.next_step == 3
     assert dict(seeded.context) == CONTEXT
 
     again = replay("order/7", "incident-1")

@@ -11,7 +11,9 @@ import azure.functions as func
 from function_app import app
 
 # get_functions() indexes the app, and indexing twice fails on "duplicate" names: once here.
-FUNCTIONS = {f.get_function_name(): json.loads(f.get_function_json()) for f in app.get_functions()}
+FUNCTIONS = {
+    str(f.get_function_name()): json.loads(f.get_function_json()) for f in app.get_functions()
+}
 
 
 def _functions() -> dict[str, dict[str, Any]]:

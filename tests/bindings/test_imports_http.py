@@ -43,11 +43,11 @@ def stores(azurite_connection_string: str) -> Iterator[ImportStores]:
     names = (f"importjobs{suffix}", f"importprogress{suffix}")
     jobs, progress = (tables.create_table(name) for name in names)
     c = Container(Settings.from_env({**SETTINGS, "AzureWebJobsStorage": azurite_connection_string}))
-    c.override(import_manifests=TableManifestStore(jobs))
-    c.override(import_progress=TableImportProgress(progress))
+    stores = ImportStores(c, TableManifestStore(jobs), TableImportProgress(progress))
+    c.override(import_manifests=stores.manifests, import_progress=stores.progress)
     use_container(c)
     try:
-        yield ImportStores(c, c.import_manifests, c.import_progress)
+        yield stores
     finally:
         use_container(None)
         for name in names:

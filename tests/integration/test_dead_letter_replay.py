@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from functools import partial
 from pathlib import Path
@@ -41,7 +41,7 @@ from shared.domain.archive import (
     SessionNotArchived,
     replay_session_id,
 )
-from shared.domain.envelope import parse_task_message
+from shared.domain.envelope import TaskMessage, parse_task_message
 from shared.domain.pipelines import IMPORT_PRODUCT, PRODUCT_IMPORT, import_message
 from shared.domain.products import Product
 from shared.domain.session_state import decode_session_state
@@ -467,7 +467,9 @@ def test_bulk_replay_through_the_storage_queue_replays_every_matching_session(
     use_container(container)
     payment_failures = [unique("pay") for _ in range(3)]
     unknown_sku = unique("sku")
-    sessions = {sid: tasks(unique("job"), 5) for sid in [*payment_failures, unknown_sku]}
+    sessions: dict[str, Sequence[TaskMessage]] = {
+        sid: tasks(unique("job"), 5) for sid in [*payment_failures, unknown_sku]
+    }
     send_interleaved(servicebus_client, session_queue, sessions)
     for sid in payment_failures:
         dead_letter_session(
@@ -769,7 +771,8 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
     assert [r.outcome for r in resumed] == [Outcome.COMPLETED] * 3  # type: ignore[union-attr]
     [email] = smtp_inbox.messages
     assert email["Subject"] == f"Your receipt for order {order_number}"
-    assert f"We charged {total} EUR" in email.get_body(preferencelist=("plain",)).get_content()
+    body = email.get_body(preferencelist=("plain",))
+    assert body is not None and f"We charged {total} EUR" in body.get_content()
     [attachment] = list(email.iter_attachments())
     assert attachment.get_filename() == f"{order_number}.pdf"
     charges = TableSimulatedPaymentGateway(

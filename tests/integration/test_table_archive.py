@@ -301,7 +301,7 @@ def test_a_claim_written_between_another_claims_read_and_write_wins_by_its_etag(
     archive_tables: tuple[CountingTable, TableClient, ContainerClient],
 ) -> None:
     rows, sessions, bodies = archive_tables
-    winner = TableDeadLetterArchive(rows, sessions, bodies)
+    winner = TableDeadLetterArchive(rows, sessions, bodies)  # type: ignore[arg-type]
     winner.save_summary(summary("c/2", task="ProcessPayment", reason="R"))
     won: list[ReplayClaim] = []
     racing = ReadThenLetOtherWrite(

@@ -92,7 +92,7 @@ def test_a_key_belongs_to_its_scope(requests: IdempotentRequests) -> None:
 def test_a_request_arriving_while_the_first_runs_is_refused_as_in_flight(
     requests: IdempotentRequests,
 ) -> None:
-    seen: list[BaseException] = []
+    seen: list[IdempotencyKeyInFlight] = []
 
     def first() -> Mapping[str, Any]:
         # Interleaving: the second request arrives while the first is running.
@@ -171,10 +171,14 @@ def test_of_two_requests_taking_over_one_stale_key_exactly_one_runs(
         ran.append(second.run("orders", "k", "f", lambda: {"by": "second"}))
         return take_over(*args)
 
-    records.take_over = second_overtakes  # type: ignore[method-assign]
+    records.take_over = second_overtakes  # type: ignore[method-assign, assignment]
+
+    def first_action() -> Mapping[str, Any]:
+        ran.append("first")
+        return {}
 
     with pytest.raises(IdempotencyKeyInFlight):
-        first.run("orders", "k", "f", lambda: ran.append("first") or {})
+        first.run("orders", "k", "f", first_action)
 
     assert ran == [{"by": "second"}]
     assert first.run("orders", "k", "f", lambda: {"by": "third"}) == {"by": "second"}
