@@ -46,6 +46,7 @@ from shared.domain.pipelines import IMPORT_PRODUCT, PRODUCT_IMPORT, import_messa
 from shared.domain.products import Product
 from shared.domain.session_state import decode_session_state
 from shared.entrypoints.failed_sessions_http import get_failed_session, replay_failed_session
+from shared.entrypoints.imports_http import get_import
 from shared.entrypoints.replays import get_replay, replay_requests, request_replay
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.import_tasks import import_product
@@ -617,21 +618,25 @@ def test_an_import_session_with_bad_rows_is_replayed_without_force_and_closes_it
     summary = container.archive.get_summary(sid)
     assert (summary.message_count, summary.has_last) == (2, False)  # row 10 was imported
 
-    accepted = _document(
-        replay_failed_session(
-            _http(
-                "POST",
-                f"failed-sessions/{sid}/replay",
-                route_params={"session_id": sid},
-                headers={"Idempotency-Key": "catalog-is-back"},
-            )
-        ),
-        202,
+    response = replay_failed_session(
+        _http(
+            "POST",
+            f"failed-sessions/{sid}/replay",
+            route_params={"session_id": sid},
+            headers={"Idempotency-Key": "catalog-is-back"},
+        )
     )
+    accepted = _document(response, 202)
 
     new_session = replay_session_id(sid, "catalog-is-back")
     assert accepted["new_session_id"] == new_session
     rows = container.archive.list_session(sid)
+    # The replayed rows are the import job's: its status is where to follow them.
+    job = rows[0].job_id
+    assert job is not None
+    assert (
+        response.headers["Location"] == f"http://localhost:7071/api/imports/{quote(job, safe='')}"
+    )
     with servicebus_client.get_queue_receiver(session_queue, session_id=new_session) as receiver:
         sent = [received(m) for m in receiver.peek_messages(max_message_count=10)]
     assert [parse_task_message(m.body).step for m in sent] == [3, 7]
@@ -651,6 +656,8 @@ def test_an_import_session_with_bad_rows_is_replayed_without_force_and_closes_it
     assert container.archive.get_summary(sid).status == "replayed"
     counts = servicebus_emulator.counts(session_queue)
     assert (counts["active"], counts["dead_lettered"]) == (0, 0)
+    followed = get_import(_http("GET", f"imports/{job}", route_params={"job_id": job}))
+    assert _document(followed, 200)["job_id"] == job
 
 
 def test_bulk_replay_by_reason_replays_an_import_session(
