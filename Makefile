@@ -8,7 +8,10 @@ CHECKOV_VENV := .venv-checkov
 .PHONY: setup test lint clean python
 
 # What the app, the local stack and the demo need; `setup` adds checkov for tests/infra.
-RUN_DEPS := $(VENV)/.installed node_modules/.installed
+# The local host talks to Microsoft's Python worker in the Functions RPC protocol, compiled here
+# from Microsoft's published build of it (localdev/host/rpc_build.py, localdev/host/README.md).
+RPC_PROTOS := localdev/host/_rpc/SOURCE
+RUN_DEPS := $(VENV)/.installed node_modules/.installed $(RPC_PROTOS)
 setup: $(RUN_DEPS) $(CHECKOV_VENV)/.installed
 
 python:
@@ -27,6 +30,9 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt | python
 	  $(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt; \
 	fi
 	@touch $@
+
+$(RPC_PROTOS): $(VENV)/.installed localdev/host/rpc_build.py
+	@$(PY) localdev/host/rpc_build.py --force
 
 node_modules/.installed: package.json package-lock.json
 	@echo "==> node_modules: installing Azurite (about 30 s cold)"
@@ -55,7 +61,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) node_modules localdev/host/_rpc .pytest_cache .mypy_cache .ruff_cache
 
 # The whole app locally: Azurite, the Service Bus emulator and the local Functions host.
 .PHONY: up
