@@ -105,6 +105,9 @@ def _required_str(document: Mapping[str, Any], name: str, *, where: str = "") ->
         raise InvalidInput(path, "must not be empty")
     if len(value) > MAX_TEXT:
         raise InvalidInput(path, f"must be at most {MAX_TEXT} characters")
-    if _CONTROL.search(value):
-        raise InvalidInput(path, "must not hold control characters (line breaks, tabs, ...)")
+    control = _CONTROL.search(value)
+    if control:
+        raise InvalidInput(
+            path, f"must not contain the control character U+{ord(control.group()):04X}"
+        )
     return value
