@@ -34,7 +34,9 @@ def replay_session_id(session_id: str, idempotency_key: str) -> str:
 
 
 @dataclass(frozen=True)
-class ArchivedMessage:
+class MessageCopy:
+    """A message as its queue held it: what a dead letter and its archived row share."""
+
     queue: str
     session_id: str | None
     sequence_number: int
@@ -42,6 +44,10 @@ class ArchivedMessage:
     body: bytes
     content_type: str | None
     application_properties: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ArchivedMessage(MessageCopy):
     reason: str
     description: str
     enqueued_time: str | None

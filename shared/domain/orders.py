@@ -12,6 +12,7 @@ from typing import Any
 
 from .errors import InvalidInput
 from .json_documents import check_text
+from .products import check_currency, check_sku
 
 MAX_LINES = 100
 MAX_QUANTITY = 1000
@@ -22,8 +23,6 @@ _EMAIL = re.compile(
     r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+$"
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_CURRENCY = re.compile(r"^[A-Z]{3}$")
-_SKU = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 @dataclass(frozen=True)
@@ -63,8 +62,7 @@ def parse_order(document: Any) -> Order:
     name = _required_str(document, "customer_name")
     card_token = _required_str(document, "card_token")
     currency = _required_str(document, "currency")
-    if not _CURRENCY.match(currency):
-        raise InvalidInput("currency", "must be a three-letter ISO 4217 code such as EUR")
+    check_currency("currency", currency)
     raw_lines = document.get("lines")
     if not isinstance(raw_lines, list):
         raise InvalidInput("lines", "is required: an array of {sku, quantity}")
@@ -80,8 +78,7 @@ def _parse_line(raw: Any, where: str) -> OrderLine:
     if not isinstance(raw, Mapping):
         raise InvalidInput(where, "must be an object {sku, quantity}")
     sku = _required_str(raw, "sku", where=where)
-    if not _SKU.match(sku):
-        raise InvalidInput(f"{where}.sku", "must be 1-64 letters, digits, '.', '_' or '-'")
+    check_sku(f"{where}.sku", sku)
     quantity = raw.get("quantity")
     if not isinstance(quantity, int) or isinstance(quantity, bool):
         raise InvalidInput(f"{where}.quantity", "is required: a whole number")

@@ -14,6 +14,7 @@ from ..domain.archive import (
     ArchivedMessage,
     FailedSession,
     FailureRecord,
+    MessageCopy,
     ReplayClaim,
     SummaryFilter,
 )
@@ -126,16 +127,9 @@ class Page(Generic[T]):
 
 
 @dataclass(frozen=True)
-class DeadLetter:
+class DeadLetter(MessageCopy):
     """A message received (peek-locked) from a queue's dead-letter sub-queue."""
 
-    queue: str
-    session_id: str | None
-    sequence_number: int
-    message_id: str | None
-    body: bytes
-    content_type: str | None
-    application_properties: Mapping[str, Any]
     reason: str | None
     description: str | None
     enqueued_time: datetime | None
