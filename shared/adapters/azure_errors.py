@@ -3,9 +3,9 @@
 Adapter methods that the services call run inside ``azure_errors(service)`` (or are decorated
 with ``translated(service)``): a connection failure, a timeout, throttling or a server error
 becomes ``ServiceUnavailable`` (retryable); a session lock held elsewhere becomes
-``SessionLocked`` (a conflict). A 4xx answer the adapter did not expect, or a Service Bus entity
-that does not exist or may not be used, is left as it is: a bug or a wrong configuration,
-which retrying cannot mend.
+``SessionLocked`` (a conflict); a message too large for a batch, ``SessionTooLarge``. A 4xx
+answer the adapter did not expect, or a Service Bus entity that does not exist or may not be
+used, is left as it is: a bug or a wrong configuration, which retrying cannot mend.
 """
 
 from __future__ import annotations

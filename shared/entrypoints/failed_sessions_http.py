@@ -14,11 +14,11 @@ from .http import endpoint, json_response
 from .http_input import (
     MAX_TOKEN_LENGTH,
     check_body_size,
-    header_key,
     query_choice,
     query_flag,
     query_int,
     query_text,
+    required_header_key,
     route_value,
 )
 from .views import replay_status_url, replay_view, row_view, session_view
@@ -84,8 +84,7 @@ def replay_failed_session(req: func.HttpRequest) -> func.HttpResponse:
     One replay per session: 409 names the replay that claimed it first. A repeat with the
     same key gets the first response; 404 unknown, 409 incomplete or in flight."""
     session_id = route_value(req, "session_id")
-    key = header_key(req, required=True)
-    assert key is not None
+    key = required_header_key(req)
     force = query_flag(req, "force")
     check_body_size(req, max_bytes=MAX_REPLAY_BODY_BYTES)
     c = container()

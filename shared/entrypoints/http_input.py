@@ -76,9 +76,17 @@ def query_choice(req: func.HttpRequest, name: str, choices: Sequence[str], defau
     return value
 
 
-def header_key(req: func.HttpRequest, *, required: bool) -> str | None:
-    """The Idempotency-Key header (``shared.domain.idempotency.idempotency_key``)."""
-    return idempotency_key(req.headers.get(HEADER), required=required)
+def header_key(req: func.HttpRequest) -> str | None:
+    """The Idempotency-Key header, or None (``shared.domain.idempotency.idempotency_key``)."""
+    return idempotency_key(req.headers.get(HEADER), required=False)
+
+
+def required_header_key(req: func.HttpRequest) -> str:
+    """The Idempotency-Key header; refused (400) when missing."""
+    key = idempotency_key(req.headers.get(HEADER), required=True)
+    if key is None:  # idempotency_key raised already; this keeps the type exact
+        raise InvalidInput(HEADER, "is required")
+    return key
 
 
 def json_body(req: func.HttpRequest, *, max_bytes: int, example: str) -> dict[str, Any]:

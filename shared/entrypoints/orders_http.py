@@ -27,7 +27,7 @@ def submit_order_http(req: func.HttpRequest) -> func.HttpResponse:
     """202 once the order's tasks are enqueued, with a Location to follow the order. With an
     ``Idempotency-Key`` header a repeat gets the first response and enqueues nothing; the key
     with another order is a 422, and a repeat while the first is in flight a 409."""
-    key = header_key(req, required=False)
+    key = header_key(req)
     document = json_body(req, max_bytes=MAX_BODY_BYTES, example=EXAMPLE)
     c = container()
     order = submit_order(
