@@ -19,7 +19,7 @@ from .domain.pipelines import PRODUCT_IMPORT, PURCHASE
 from .service_layer.idempotency import IdempotentRequests
 from .service_layer.import_tasks import import_tasks
 from .service_layer.observers import import_progress_observer, order_progress_observer
-from .service_layer.processor import FailurePolicy, RetryPolicy, SessionProcessor
+from .service_layer.processor import RetryPolicy, SessionProcessor
 from .service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
 
 if TYPE_CHECKING:
@@ -118,7 +118,6 @@ class Container:
         lambda c: SessionProcessor(
             pipeline=PRODUCT_IMPORT,
             tasks=import_tasks(c.catalog),
-            policy=FailurePolicy.CONTINUE_ON_FAILURE,
             retry=c.retry_policy,
             journal=c.archive,
             observer=import_progress_observer(c.import_progress),
@@ -185,7 +184,6 @@ def _purchase_processor(c: Container) -> SessionProcessor:
     return SessionProcessor(
         pipeline=PURCHASE,
         tasks=purchase_tasks(deps),
-        policy=FailurePolicy.STOP_ON_FAILURE,
         retry=c.retry_policy,
         journal=c.archive,
         observer=order_progress_observer(c.order_progress),

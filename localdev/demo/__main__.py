@@ -8,16 +8,14 @@ Exit code 0 only when every check of the story passed.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from localdev.azurite import AzuriteError
-from localdev.stack import HOST_JSON, run_stack
+from localdev.stack import run_stack
 
 from .story import DemoAborted, Story
 
@@ -32,14 +30,6 @@ DEMO_SETTINGS = {
     "PAYMENT_SIMULATOR_DECLINE_TOKENS": "tok_declined",
     "PAYMENT_SIMULATOR_OUTAGE_TOKENS": "",
 }
-
-
-def demo_host_json() -> dict[str, Any]:
-    """host.json, except that a session is let go after 2 idle seconds instead of 30: with 18
-    sessions and 8 at a time, the default would make the demo wait for idle sessions."""
-    document = dict(json.loads(HOST_JSON.read_text()))
-    document["extensions"]["serviceBus"]["sessionIdleTimeout"] = "00:00:02"
-    return document
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +64,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with run_stack(
             overrides=DEMO_SETTINGS,
-            host_json=demo_host_json(),
             announce=lambda line: print(f"   {line}", flush=True),
         ) as stack:
             print(

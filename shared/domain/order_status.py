@@ -7,8 +7,9 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Literal
 
-from .archive import SESSION_FAILED, FailureRecord, ReplayClaim
+from .archive import FailureRecord, ReplayClaim
 from .errors import NotFound
+from .reasons import SESSION_FAILED
 
 COMPLETED: Literal["completed"] = "completed"
 FAILED: Literal["failed"] = "failed"

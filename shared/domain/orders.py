@@ -12,16 +12,12 @@ from typing import Any
 
 from .errors import InvalidInput
 from .json_documents import check_text
+from .mailboxes import parse_mailbox
 from .products import check_currency, check_sku
 
 MAX_LINES = 100
 MAX_QUANTITY = 1000
 MAX_TEXT = 256
-MAX_EMAIL = 254  # RFC 5321's path limit, less the angle brackets
-_EMAIL = re.compile(
-    r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+"
-    r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)+$"
-)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -54,11 +50,7 @@ def parse_order(document: Any) -> Order:
     if not isinstance(document, Mapping):
         raise InvalidInput("body", "must be a JSON object")
     email = _required_str(document, "customer_email")
-    if len(email) > MAX_EMAIL or not _EMAIL.match(email):
-        raise InvalidInput(
-            "customer_email",
-            f"must be an ASCII e-mail address like ada@example.com, at most {MAX_EMAIL} characters",
-        )
+    parse_mailbox(email, field="customer_email")  # only an address the receipt can be sent to
     name = _required_str(document, "customer_name")
     card_token = _required_str(document, "card_token")
     currency = _required_str(document, "currency")

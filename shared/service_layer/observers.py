@@ -5,10 +5,9 @@ recorded before it is final, and re-recorded (an upsert) when the message comes 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from ..domain.envelope import TaskMessage
 from ..domain.order_status import COMPLETED, FAILED, StepOutcome
@@ -38,7 +37,7 @@ def import_progress_observer(progress: ImportProgress) -> Observer:
     def record(seen: Observed) -> None:
         # A replayed row (replay_of: its original session) overwrites its first outcome, so a
         # row that failed and then imported on replay counts once, as imported.
-        original = _properties(seen.incoming).get("replay_of")
+        original = seen.incoming.application_properties.get("replay_of")
         progress.record(
             seen.job_id,
             original if isinstance(original, str) and original else seen.incoming.session_id,
@@ -102,7 +101,7 @@ def _routing(
     """(job id, step, task) from the message, else from its application properties."""
     if message is not None:
         return message.job_id, message.step, message.task
-    properties = _properties(incoming)
+    properties = incoming.application_properties
     job_id, step, task = properties.get("job_id"), properties.get("step"), properties.get("task")
     if not isinstance(job_id, str):
         return None
@@ -111,10 +110,3 @@ def _routing(
         step if isinstance(step, int) and not isinstance(step, bool) else None,
         task if isinstance(task, str) else None,
     )
-
-
-def _properties(incoming: IncomingMessage) -> Mapping[str, Any]:
-    return {
-        (k.decode() if isinstance(k, bytes) else str(k)): v
-        for k, v in incoming.application_properties.items()
-    }

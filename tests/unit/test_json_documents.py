@@ -103,8 +103,8 @@ ORDER = order_document()
     [
         ({"customer_name": "Ada\r\nBcc: x@y.z"}, "customer_name", "control character U+"),
         ({"customer_name": "\ud800"}, "customer_name", "lone surrogate"),
-        ({"customer_email": "ädä@example.com"}, "customer_email", "ASCII"),
-        ({"customer_email": "a" * 243 + "@example.com"}, "customer_email", "at most 254"),
+        ({"customer_email": "a" * 65 + "@example.com"}, "customer_email", "longer than 64"),
+        ({"customer_email": "ad\x85a@example.com"}, "customer_email", "control character U+"),
         ({"card_token": "tok\x00"}, "card_token", "control character U+"),
     ],
 )
