@@ -101,11 +101,9 @@ ORDER = order_document()
 @pytest.mark.parametrize(
     ("change", "field", "problem"),
     [
-        ({"customer_name": "Ada\r\nBcc: x@y.z"}, "customer_name", "control character U+"),
         ({"customer_name": "\ud800"}, "customer_name", "lone surrogate"),
         ({"customer_email": "a" * 65 + "@example.com"}, "customer_email", "longer than 64"),
         ({"customer_email": "ad\x85a@example.com"}, "customer_email", "control character U+"),
-        ({"card_token": "tok\x00"}, "card_token", "control character U+"),
     ],
 )
 def test_an_order_that_could_not_be_mailed_is_refused(
