@@ -17,6 +17,7 @@ from pathlib import Path
 from localdev.azurite import AzuriteError
 from localdev.stack import run_stack
 
+from .narration import Narrator
 from .story import DemoAborted, Story
 
 # Settings for the demo (each one is documented in README's settings table): the archive timer
@@ -71,9 +72,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(stack.host.functions)} functions  [{time.monotonic() - started:.0f} s]",
                 flush=True,
             )
-            story = Story(stack, args.log, deadline=started + args.timeout, started=started)
-            ok = story.run()
-            print("\n== Stopping everything the demo started", flush=True)
+            narrator = Narrator(deadline=started + args.timeout, started=started)
+            ok = Story(stack, args.log, narrator).run()
+            print(
+                "\n== Stopping everything the demo started (the host first lets the "
+                "invocations in flight finish)",
+                flush=True,
+            )
     except (DemoAborted, AzuriteError) as error:
         print(f"\nThe demo stopped: {error}\nSee {args.log} for the details.", flush=True)
         return 1

@@ -50,6 +50,9 @@ SESSION_QUEUES = (
     "sessions-no-renewal",
     "sessions-release",
     "sessions-no-release",
+    "sessions-release-in-turn",
+    "sessions-release-frees-slot",
+    "sessions-outlast-drain",
     "sessions-fields",
 )
 PLAIN_QUEUES = (
