@@ -17,6 +17,8 @@ from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from .setup import telemetry
+
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
 DIAGNOSTIC_ID = "Diagnostic-Id"
@@ -36,8 +38,11 @@ def trace_properties(span_context: SpanContext) -> dict[str, str]:
     return properties
 
 
-def current_trace_properties() -> dict[str, str]:
-    """The properties that make a message sent now a child of the current span."""
+def sending_trace_properties() -> dict[str, str]:
+    """The properties that make a message sent now a child of the current span; none when
+    nothing is traced."""
+    if telemetry().tracer is None:
+        return {}
     return trace_properties(trace.get_current_span().get_span_context())
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from opentelemetry.trace import Link, SpanContext, SpanKind
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
 from .context import message_span_context, span_context_of
 from .setup import telemetry
@@ -47,7 +47,14 @@ def request_span(
         links=links,
         attributes={"http.request.method": method, "http.route": f"/api/{route}"},
     ) as span:
-        yield lambda **attributes: span.set_attributes(attributes)
+
+        def note(**attributes: Any) -> None:
+            span.set_attributes(attributes)
+            status = attributes.get("http.response.status_code")
+            if isinstance(status, int) and status >= 500:
+                span.set_status(Status(StatusCode.ERROR))
+
+        yield note
 
 
 @contextmanager
