@@ -21,6 +21,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, StatusCode, TraceFlags
 
+from shared.domain.envelope import TaskMessage
+from shared.service_layer.bulk_replay import request_bulk_replay, run_bulk_replay
+from shared.service_layer.dead_letters import archive_dead_letters
+from shared.service_layer.ports import DeadLetter
 from shared.service_layer.session_messages import IncomingMessage, Outcome, Result
 from shared.telemetry.context import (
     DIAGNOSTIC_ID,
@@ -39,6 +43,13 @@ from shared.telemetry.operations import (
 )
 from shared.telemetry.setup import ExportPlan, Telemetry, export_plan, use_telemetry
 from shared.telemetry.tasks import task_invocation
+from tests.fakes import (
+    InMemoryDeadLetterArchive,
+    InMemoryDeadLetterQueue,
+    InMemoryReplayRequests,
+    InMemoryResender,
+    InMemorySessionSeeder,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONNECTION = "InstrumentationKey=00000000-0000-0000-0000-000000000000"
@@ -92,6 +103,13 @@ from shared.entrypoints import session_tasks
 from shared.service_layer.session_messages import IncomingMessage
 from shared.telemetry.setup import telemetry
 from shared.telemetry.tasks import task_invocation
+from tests.fakes import (
+    InMemoryDeadLetterArchive,
+    InMemoryDeadLetterQueue,
+    InMemoryReplayRequests,
+    InMemoryResender,
+    InMemorySessionSeeder,
+)
 
 incoming = IncomingMessage(b"{}", "s", application_properties={
     "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
@@ -364,3 +382,54 @@ def test_archived_and_replayed_messages_are_counted_by_queue(recording: Recordin
     queue = {"messaging.destination.name": "purchase-tasks"}
     assert recording.metric("pipeline.dead_letters.archived") == [(queue, 3)]
     assert recording.metric("pipeline.replays.sent") == [(queue, 2)]
+
+
+def test_an_archive_run_keeps_trace_ids_and_a_bulk_replay_links_each_session_to_its_trace(
+    recording: Recording,
+) -> None:
+    dlq, archive = InMemoryDeadLetterQueue(), InMemoryDeadLetterArchive()
+    orders = {"s-1": span_context(0x1, 0xA), "s-2": span_context(0x2, 0xB)}
+    for session, context in orders.items():
+        for step, reason in ((3, "PaymentProviderUnavailable"), (4, "SessionFailed")):
+            dlq.add(dead_letter(session, step, reason, trace_properties(context)))
+
+    archive_dead_letters(dlq, archive, queues=["purchase-tasks"])
+    requests = InMemoryReplayRequests()
+    request = request_bulk_replay(requests, requests, reason="PaymentProviderUnavailable")
+    run_bulk_replay(
+        requests, archive, InMemoryResender(), InMemorySessionSeeder(), request.request_id
+    )
+
+    assert {s: archive.get_summary(s).trace_id for s in orders} == {
+        "s-1": trace.format_trace_id(0x1),
+        "s-2": trace.format_trace_id(0x2),
+    }
+    spans = {span.name: span for span in recording.spans.get_finished_spans()}
+    assert recording.metric("pipeline.dead_letters.archived") == [
+        ({"messaging.destination.name": "purchase-tasks"}, 4)
+    ]
+    archive_run, bulk = spans["archive dead letters"], spans["bulk replay"]
+    assert archive_run.parent is None and bulk.parent is None
+    replays = [s for s in recording.spans.get_finished_spans() if s.name == "replay session"]
+    assert all(s.parent is not None and s.parent.span_id == bulk.context.span_id for s in replays)
+    assert sorted(link.context.trace_id for s in replays for link in s.links) == [0x1, 0x2]
+    assert recording.metric("pipeline.replays.sent") == [
+        ({"messaging.destination.name": "purchase-tasks"}, 4)
+    ]
+
+
+def dead_letter(session: str, step: int, reason: str, trace: dict[str, str]) -> DeadLetter:
+    message = TaskMessage(f"job-{session}", "purchase", f"Task{step}", step, step == 4, {})
+    return DeadLetter(
+        queue="purchase-tasks",
+        session_id=session,
+        sequence_number=step,
+        message_id=message.message_id(),
+        body=message.to_json(),
+        content_type="application/json",
+        application_properties={**message.application_properties(), **trace},
+        reason=reason,
+        description=reason,
+        enqueued_time=None,
+        delivery_count=1,
+    )
