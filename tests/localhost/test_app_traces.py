@@ -49,9 +49,18 @@ class Traced:
     otlp: OtlpReceiver
     telemetry: Telemetry
 
-    def exported(self) -> None:
-        """Everything recorded so far is at the endpoint once this returns."""
-        self.telemetry.flush()
+    def task_spans(self, trace_id: str, count: int) -> list[Span]:
+        """The task spans of ``trace_id``, once ``count`` of them are at the endpoint (the
+        last task's span ends after the mail it sends, when its message is settled)."""
+
+        def exported() -> list[Span] | None:
+            self.telemetry.flush()
+            spans = [
+                s for s in self.otlp.spans(trace_id) if s.attributes.get("pipeline") == "purchase"
+            ]
+            return spans if len(spans) >= count else None
+
+        return list(wait_for(exported, timeout=WITHIN, what=f"{count} task spans"))
 
 
 @pytest.fixture
@@ -81,10 +90,6 @@ def caller_span() -> SpanContext:
     )
 
 
-def task_spans(spans: list[Span]) -> list[Span]:
-    return [s for s in spans if s.attributes.get("pipeline") == "purchase"]
-
-
 def stocked_sku(app: App) -> str:
     run = uuid.uuid4().hex[:8]
     sku = f"TRACE-{run}"
@@ -102,9 +107,8 @@ def test_one_order_is_one_trace_of_five_task_spans_in_order(traced: Traced) -> N
 
     app.send(APP_PURCHASE_QUEUE, job, purchase_messages(job, order(sku)), trace_properties(caller))
     wait_for(lambda: app.receipt(job), timeout=WITHIN, what="the receipt mailed")
-    traced.exported()
 
-    spans = task_spans(otlp.spans(trace_id))
+    spans = traced.task_spans(trace_id, len(PURCHASE_TASKS))
     assert [s.name for s in spans] == list(PURCHASE_TASKS)
     for step, (span, task) in enumerate(zip(spans, PURCHASE_TASKS, strict=True), start=1):
         assert span.parent_span_id == trace.format_span_id(caller.span_id)
@@ -169,9 +173,7 @@ def test_a_failed_order_says_in_its_trace_where_and_why_and_its_dead_letters_kee
         timeout=WITHIN,
         what="the payment and the two tasks after it dead-lettered",
     )
-    traced.exported()
-
-    spans = task_spans(otlp.spans(trace_id))
+    spans = traced.task_spans(trace_id, 2 + TASK_MAX_ATTEMPTS + 2)
     outcomes = [
         (s.name, s.attributes["outcome"], s.attributes.get("dead_letter.reason")) for s in spans
     ]
