@@ -20,11 +20,9 @@ from __future__ import annotations
 import io
 import logging
 import math
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -32,17 +30,19 @@ from pyspark.sql import types as T
 
 from shared.config import ServiceBusConnectionSettings
 
+from .columns import FIELDS
 from .manifest import JobManifest
+from .progress import SendProgress
 from .sending import SendOptions, send_partition
 
 log = logging.getLogger("spark_jobs.product_import")
 
-FIELDS = ("sku", "name", "price", "currency", "description")
 FORMATS = ("csv", "json", "parquet", "xlsx")
 CORRUPT = "_corrupt_record"
 ERROR = "_parse_error"
 ROWS_PER_SESSION = 1000
 MAX_DEFAULT_SESSIONS = 512
+TASKS_PER_CORE = 8
 
 _TEXT_SCHEMA = T.StructType([T.StructField(name, T.StringType()) for name in FIELDS])
 _READ_SCHEMA = T.StructType([*_TEXT_SCHEMA.fields, T.StructField(CORRUPT, T.StringType())])
@@ -136,10 +136,17 @@ def _cell_text(cell: object) -> str:
 def number_rows(df: DataFrame) -> DataFrame:
     """Add ``row_number``: the 1-based position of each row in the input, stable across runs
     of the same input (file order, computed per partition without moving rows)."""
-    return _index_rows(df, "row_number", start=1)
+    return _index_rows(df, "row_number", start=1).frame
 
 
-def _index_rows(df: DataFrame, name: str, *, start: int) -> DataFrame:
+@dataclass(frozen=True)
+class _Indexed:
+    frame: DataFrame  # the input with the index column
+    count: int  # its rows
+    cached: DataFrame  # persisted for the index: unpersist when done with ``frame``
+
+
+def _index_rows(df: DataFrame, name: str, *, start: int) -> _Indexed:
     """Add a dense index in partition order, in the JVM (no Python round trip per row):
     monotonically_increasing_id is (partition << 33) + position, so each partition's offset
     is the number of rows before it; only one count per partition reaches the driver."""
@@ -158,14 +165,15 @@ def _index_rows(df: DataFrame, name: str, *, start: int) -> DataFrame:
         offsets.append((part, running))
         running += count
     if not offsets:
-        return df.withColumn(name, F.lit(start).cast("long"))
+        return _Indexed(df.withColumn(name, F.lit(start).cast("long")), 0, with_id)
     table = df.sparkSession.createDataFrame(offsets, "_part long, _offset long")
     position = F.col("_mid").bitwiseAND(F.lit((1 << 33) - 1))
-    return (
+    frame = (
         with_id.join(F.broadcast(table), "_part")
         .withColumn(name, (F.col("_offset") + position).cast("long"))
         .drop("_mid", "_part", "_offset")
     )
+    return _Indexed(frame, running - start, with_id)
 
 
 def validate(df: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -187,10 +195,13 @@ def default_sessions(rows: int) -> int:
 def assign_sessions(df: DataFrame, job_id: str, sessions: int, *, total: int) -> DataFrame:
     """Add ``session_id``, ``step`` and ``is_last``: ``total`` valid rows cut into ``sessions``
     contiguous runs (sizes differ by at most one) in row-number order."""
-    n = max(1, min(sessions, total)) if total else 1
-    # Rank among the valid rows (rejects leave gaps in row_number); row_number order is
-    # partition order here, so the rank is computed the same way.
-    ranked = _index_rows(df, "_rank", start=0)
+    return _cut_sessions(_index_rows(df, "_rank", start=0).frame, job_id, sessions, total)
+
+
+def _cut_sessions(ranked: DataFrame, job_id: str, sessions: int, total: int) -> DataFrame:
+    # ``_rank`` is the 0-based rank among the valid rows (rejects leave gaps in row_number);
+    # row_number order is partition order here, so the rank is computed the same way.
+    n = _session_count(sessions, total)
     rank = F.col("_rank")
     k = F.floor(rank * n / total) if total else F.lit(0)
     start = F.floor((k * total + n - 1) / n)
@@ -204,29 +215,37 @@ def assign_sessions(df: DataFrame, job_id: str, sessions: int, *, total: int) ->
     )
 
 
-@contextmanager
-def _progress_log(job_id: str, sent: Any, total: int, every: float = 10.0) -> Iterator[None]:
-    """Log the messages sent so far every ``every`` seconds in the driver log (the accumulator
-    grows as send tasks finish)."""
-    done = threading.Event()
-
-    def report() -> None:
-        while not done.wait(every):
-            log.info("job %s: %d of %d messages sent", job_id, sent.value, total)
-
-    thread = threading.Thread(target=report, name=f"progress-{job_id}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
+def _session_count(sessions: int, total: int) -> int:
+    return max(1, min(sessions, total)) if total else 1
 
 
-@dataclass(frozen=True)
-class ImportResult:
-    manifest: JobManifest
-    rejects: DataFrame
+def session_sizes(job_id: str, sessions: int, total: int) -> dict[str, int]:
+    """How many rows ``assign_sessions`` puts in each session (the same arithmetic, without
+    a Spark job): session k holds ranks ceil(k * total / n) up to ceil((k + 1) * total / n)."""
+    n = _session_count(sessions, total)
+    bounds = [-(-k * total // n) for k in range(n + 1)]
+    return {
+        f"{job_id}-{k:04d}": bounds[k + 1] - bounds[k]
+        for k in range(n)
+        if bounds[k + 1] > bounds[k]
+    }
+
+
+def partition_for_sending(planned: DataFrame, tasks: int) -> DataFrame:
+    """``planned`` in ``tasks`` partitions, each holding whole sessions sorted by (session_id,
+    step). Range partitioning keeps a session in one partition and gives the partitions about
+    the same number of sessions (hash partitioning leaves some with twice the average, which
+    one core then sends alone at the end)."""
+    return planned.repartitionByRange(tasks, "session_id").sortWithinPartitions(
+        "session_id", "step"
+    )
+
+
+def send_partitions(sessions: int, cores: int) -> int:
+    """How many send tasks: several per core, so a core that finishes early takes the next
+    task instead of idling while the last large one runs, and the progress count moves as
+    tasks finish; never more than the sessions, which are never split."""
+    return max(1, min(sessions, TASKS_PER_CORE * cores))
 
 
 def run_import(
@@ -240,57 +259,51 @@ def run_import(
     sessions: int | None = None,
     rejects_path: str | None = None,
     options: SendOptions | None = None,
-) -> ImportResult:
+    progress_every: float = 5.0,
+) -> JobManifest:
     """Read, check, number, split and send one catalogue to ``queue_name`` through the
-    ``service_bus`` connection. Returns the manifest (rows read, rejected, sent; sessions and
-    their message counts) and the rejects DataFrame."""
-    numbered = number_rows(read_catalogue(spark, input_path, fmt)).persist()
-    rows_read = numbered.count()
-    valid, rejects = validate(numbered)
-    rows_rejected = rejects.count()
-    total = rows_read - rows_rejected
-    n = sessions or default_sessions(total)
-    log.info(
-        "job %s: %d rows read, %d rejected, %d to send in %d sessions",
-        job_id,
-        rows_read,
-        rows_rejected,
-        total,
-        n,
-    )
-    if rejects_path:
-        rejects.write.mode("overwrite").json(rejects_path)
-
-    planned = assign_sessions(valid, job_id, n, total=total).persist()
-    session_counts = {
-        row["session_id"]: row["count"] for row in planned.groupBy("session_id").count().collect()
-    }
-    sent = spark.sparkContext.accumulator(0)
-    partitions = max(1, min(len(session_counts), spark.sparkContext.defaultParallelism * 2))
-    send = send_partition(
-        job_id=job_id,
-        queue_name=queue_name,
-        connection=service_bus,
-        options=options or SendOptions(),
-        sent=sent,
-    )
-    if total:
-        with _progress_log(job_id, sent, total):
-            (
-                planned.repartition(partitions, "session_id")
-                .sortWithinPartitions("session_id", "step")
-                .foreachPartition(send)
-            )
+    ``service_bus`` connection, logging the rows sent every ``progress_every`` seconds.
+    Returns the manifest: rows read, rejected and sent; sessions and their message counts.
+    The rejects are written to ``rejects_path`` when given."""
+    with ExitStack() as cached:
+        numbered = _index_rows(read_catalogue(spark, input_path, fmt), "row_number", start=1)
+        cached.callback(numbered.cached.unpersist)
+        valid, rejects = validate(numbered.frame)
+        ranked = _index_rows(valid, "_rank", start=0)
+        cached.callback(ranked.cached.unpersist)
+        rows_read, total = numbered.count, ranked.count
+        n = sessions or default_sessions(total)
+        log.info(
+            "job %s: %d rows read, %d rejected, %d to send in %d sessions",
+            job_id,
+            rows_read,
+            rows_read - total,
+            total,
+            n,
+        )
+        if rejects_path:
+            rejects.write.mode("overwrite").json(rejects_path)
+        session_counts = session_sizes(job_id, n, total)
+        sent = spark.sparkContext.accumulator(0)
+        send = send_partition(
+            job_id=job_id,
+            queue_name=queue_name,
+            connection=service_bus,
+            options=options or SendOptions(),
+            sent=sent,
+        )
+        tasks = send_partitions(len(session_counts), spark.sparkContext.defaultParallelism)
+        if total:
+            planned = _cut_sessions(ranked.frame, job_id, n, total)
+            with SendProgress(job_id, total, lambda: int(sent.value), every=progress_every):
+                partition_for_sending(planned, tasks).foreachPartition(send)
     log.info("job %s: %d messages handed to %s", job_id, sent.value, queue_name)
-    planned.unpersist()
-    numbered.unpersist()
-    manifest = JobManifest(
+    return JobManifest(
         job_id=job_id,
         queue_name=queue_name,
         rows_read=rows_read,
-        rows_rejected=rows_rejected,
+        rows_rejected=rows_read - total,
         rows_sent=sent.value,
-        sessions=dict(sorted(session_counts.items())),
+        sessions=session_counts,
         source=input_path,
     )
-    return ImportResult(manifest=manifest, rejects=rejects)
