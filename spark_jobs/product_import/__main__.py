@@ -46,6 +46,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # The job's own lines (counts, progress); the SDKs' request logs only when they warn.
+    for noisy in ("azure", "py4j"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     from shared.config import service_bus_connection, storage_connection
 
     # Both fail at once, naming the settings, before Spark starts.
