@@ -15,7 +15,7 @@ from .config import Settings
 from .domain.pipelines import PRODUCT_IMPORT, PURCHASE
 from .service_layer.import_tasks import import_tasks
 from .service_layer.imports import import_progress_observer
-from .service_layer.processor import FailurePolicy, RetryPolicy, SessionProcessor
+from .service_layer.processor import RetryPolicy, SessionProcessor
 from .service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
 
 if TYPE_CHECKING:
@@ -96,7 +96,6 @@ class Container:
         return SessionProcessor(
             pipeline=PURCHASE,
             tasks=purchase_tasks(deps),
-            policy=FailurePolicy.STOP_ON_FAILURE,
             retry=self.retry_policy,
             journal=self.archive,
         )
@@ -110,7 +109,6 @@ class Container:
         return SessionProcessor(
             pipeline=PRODUCT_IMPORT,
             tasks=import_tasks(catalog),
-            policy=FailurePolicy.CONTINUE_ON_FAILURE,
             retry=self.retry_policy,
             journal=self.archive,
             observer=import_progress_observer(self.import_progress),

@@ -48,6 +48,13 @@ class InMemorySessionActions:
         self.settlements.append(("dead_letter", reason, description))
         self.events.append("dead_letter")
 
+    def release_session(self) -> None:
+        self.events.append("release_session")
+
+    @property
+    def released(self) -> bool:
+        return "release_session" in self.events
+
     @property
     def last_settlement(self) -> tuple[str, ...]:
         return self.settlements[-1]

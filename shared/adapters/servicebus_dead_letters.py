@@ -3,8 +3,7 @@ and the session seeder, all on the azure-servicebus SDK."""
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -17,6 +16,7 @@ from azure.servicebus import (
 )
 from azure.servicebus.exceptions import MessageSizeExceededError
 
+from ..domain.envelope import body_bytes, plain_properties
 from ..service_layer.ports import DeadLetter, OutgoingMessage
 from .servicebus_sender import SenderPool
 
@@ -25,31 +25,6 @@ RECEIVE_WAIT_SECONDS = 2.0
 # letter. They are kept in their own fields; left in the properties they would travel with a
 # replay, and the SDK would report the old reason on the replayed message.
 DEAD_LETTER_PROPERTIES = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})
-
-
-def message_body(message: ServiceBusReceivedMessage) -> bytes:
-    """The body as bytes, whatever section carried it."""
-    body: Any = message.body
-    if isinstance(body, bytes | bytearray):
-        return bytes(body)
-    if isinstance(body, str):
-        return body.encode("utf-8")
-    if body is None:
-        return b""
-    return b"".join(bytes(chunk) for chunk in body)
-
-
-def plain_properties(properties: Mapping[Any, Any] | None) -> dict[str, Any]:
-    """Application properties with str keys and JSON-friendly values."""
-    result: dict[str, Any] = {}
-    for key, value in (properties or {}).items():
-        name = key.decode("utf-8") if isinstance(key, bytes) else str(key)
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", errors="replace")
-        elif isinstance(value, dt.datetime | dt.timedelta | dt.date):
-            value = str(value)
-        result[name] = value
-    return result
 
 
 class ServiceBusDeadLetterReader:
@@ -73,7 +48,7 @@ class ServiceBusDeadLetterReader:
             session_id=message.session_id,
             sequence_number=message.sequence_number or 0,
             message_id=message.message_id,
-            body=message_body(message),
+            body=body_bytes(message.body),
             content_type=message.content_type,
             application_properties={
                 name: value

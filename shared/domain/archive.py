@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from .envelope import parse_task_message, routing_hint
+from .envelope import parse_task_message, plain_properties, routing_hint
 from .errors import MalformedMessage, PipelineError
+from .reasons import SESSION_FAILED
 
 FAILED: Literal["failed"] = "failed"
 REPLAYED: Literal["replayed"] = "replayed"
-SESSION_FAILED = "SessionFailed"
 
 # Fixed namespace: the same (session, idempotency key) always yields the same new session id.
 _REPLAY_NAMESPACE = uuid.UUID("0b8a4f1e-34c5-4f8e-bb1c-9c6c1d6f7e21")
@@ -73,7 +73,7 @@ def routing_of(body: bytes, application_properties: Mapping[Any, Any]) -> dict[s
         message = parse_task_message(body)
     except MalformedMessage:
         step, is_last = routing_hint(application_properties)
-        props = {str(k): v for k, v in application_properties.items()}
+        props = plain_properties(application_properties)
         job_id, task = props.get("job_id"), props.get("task")
         return {
             "job_id": job_id if isinstance(job_id, str) else None,

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidInput
+from .mailboxes import parse_mailbox
 
 MAX_LINES = 100
 MAX_QUANTITY = 1000
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _CURRENCY = re.compile(r"^[A-Z]{3}$")
 _SKU = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -45,8 +45,7 @@ def parse_order(document: Any) -> Order:
     if not isinstance(document, Mapping):
         raise InvalidInput("body", "must be a JSON object")
     email = _required_str(document, "customer_email")
-    if not _EMAIL.match(email):
-        raise InvalidInput("customer_email", "must be an e-mail address like ada@example.com")
+    parse_mailbox(email, field="customer_email")  # only an address the receipt can be sent to
     name = _required_str(document, "customer_name")
     card_token = _required_str(document, "card_token")
     currency = _required_str(document, "currency")

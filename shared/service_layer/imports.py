@@ -3,9 +3,6 @@ together with the Spark job's manifest."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from ..domain.envelope import TaskMessage
 from ..domain.import_jobs import ImportJobStatus, ManifestNotFound, import_job_status
 from .ports import ImportManifests, ImportProgress
@@ -28,7 +25,7 @@ def import_progress_observer(progress: ImportProgress) -> Observer:
     ) -> None:
         if outcome is Outcome.ALREADY_DONE:
             return
-        properties = _plain(incoming.application_properties)
+        properties = incoming.application_properties
         job_id = message.job_id if message else properties.get("job_id")
         if not isinstance(job_id, str):
             return  # nothing says which import this unreadable message belonged to
@@ -45,10 +42,6 @@ def import_progress_observer(progress: ImportProgress) -> Observer:
         )
 
     return observe
-
-
-def _plain(properties: Mapping[Any, Any]) -> dict[str, Any]:
-    return {(k.decode() if isinstance(k, bytes) else str(k)): v for k, v in properties.items()}
 
 
 def get_import_status(

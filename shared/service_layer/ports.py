@@ -32,6 +32,11 @@ class SessionActions(Protocol):
 
     def dead_letter(self, reason: str, description: str) -> None: ...
 
+    def release_session(self) -> None:
+        """Let the host take another session as soon as this invocation ends, instead of
+        waiting sessionIdleTimeout for more messages: the session's last message is settled."""
+        ...
+
 
 class OrderNumbers(Protocol):
     def allocate(self, job_id: str) -> str:

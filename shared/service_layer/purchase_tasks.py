@@ -151,20 +151,23 @@ def send_receipt_email(deps: PurchaseDependencies, call: TaskInvocation) -> Mapp
     _needs(call, "receipt", GENERATE_RECEIPT)
     pdf = deps.receipts.load(order_number)
     total = _needs(call, "total", CALCULATE_TOTAL)
-    deps.email.send(
-        Email(
-            to=order.customer_email,
-            subject=f"Your receipt for order {order_number}",
-            text=(
-                f"Hello {order.customer_name},\n\nthank you for your order {order_number}. "
-                f"We charged {total} {order.currency}. Your receipt is attached.\n"
-            ),
-            # Stable across redeliveries, so a mail client can fold a duplicate.
-            message_id=f"<{call.message.job_id}.receipt@pipelines.local>",
-            attachments=(Attachment(f"{order_number}.pdf", "application/pdf", pdf),),
-        )
-    )
+    deps.email.send(receipt_email(call.message.job_id, order, order_number, total, pdf))
     return {"receipt_emailed_at": deps.clock().isoformat(timespec="seconds")}
+
+
+def receipt_email(job_id: str, order: Order, order_number: str, total: str, pdf: bytes) -> Email:
+    """The receipt e-mail of an order, the PDF attached."""
+    return Email(
+        to=order.customer_email,
+        subject=f"Your receipt for order {order_number}",
+        text=(
+            f"Hello {order.customer_name},\n\nthank you for your order {order_number}. "
+            f"We charged {total} {order.currency}. Your receipt is attached.\n"
+        ),
+        # Stable across redeliveries, so a mail client can fold a duplicate.
+        message_id=f"<{job_id}.receipt@pipelines.local>",
+        attachments=(Attachment(f"{order_number}.pdf", "application/pdf", pdf),),
+    )
 
 
 def _order(call: TaskInvocation) -> Order:

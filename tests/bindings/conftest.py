@@ -58,8 +58,13 @@ class RecordingSettlement(settlement_pb2_grpc.SettlementServicer):
 
     calls: list[tuple[str, Any]] = field(default_factory=list)
     states: dict[str, bytes] = field(default_factory=dict)
+    # Operations that fail once each (as a host that lost the lock would), e.g. {"complete"}.
+    fail_once: set[str] = field(default_factory=set)
 
     def Complete(self, request: Any, context: Any) -> Empty:
+        if "complete" in self.fail_once:
+            self.fail_once.discard("complete")
+            context.abort(grpc.StatusCode.ABORTED, "MessageLockLostError: the worker died")
         self.calls.append(("complete", request.locktoken))
         return Empty()
 
@@ -87,6 +92,13 @@ class RecordingSettlement(settlement_pb2_grpc.SettlementServicer):
             self.states.pop(request.sessionId, None)
         return Empty()
 
+    def ReleaseSession(self, request: Any, context: Any) -> Empty:
+        self.calls.append(("release_session", request.sessionId))
+        return Empty()
+
+    def releases(self) -> list[str]:
+        return [session for call, session in self.calls if call == "release_session"]
+
     def settlements(self) -> list[tuple[str, Any]]:
         return [c for c in self.calls if c[0] in ("complete", "abandon", "deadletter")]
 
@@ -109,6 +121,7 @@ def settlement(
     servicer, _ = settlement_server
     servicer.calls.clear()
     servicer.states.clear()
+    servicer.fail_once.clear()
     yield servicer
 
 
@@ -130,15 +143,16 @@ def received_message(
     body: bytes,
     *,
     session_id: str,
-    delivery_count: int = 0,
+    delivery_count: int | None = 0,
     message_id: str = "message-1",
-    application_properties: Mapping[bytes, Any] | None = None,
+    application_properties: Mapping[Any, Any] | None = None,
 ) -> ServiceBusReceivedMessage:
     """A message as the extension builds it: an AMQP message with the lock token in its
-    delivery annotations, wrapped without a receiver."""
+    delivery annotations, wrapped without a receiver. ``delivery_count=None``: no AMQP header,
+    as the extension's converter rebuilds the message in Azure (its delivery count is None)."""
     amqp = Message(
         data=[body],
-        header=Header(delivery_count=delivery_count),
+        header=Header(delivery_count=delivery_count) if delivery_count is not None else None,
         properties=Properties(message_id=message_id.encode(), group_id=session_id.encode()),
         application_properties=dict(application_properties or {}),
         delivery_annotations={b"x-opt-lock-token": uuid.uuid4()},

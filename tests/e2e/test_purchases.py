@@ -150,10 +150,13 @@ def test_a_replay_after_an_outage_completes_with_the_original_order_number_and_t
         "PaymentProviderUnavailable",
     )
     order_number, total = session["context"]["order_number"], session["context"]["total"]
-    # The processor retried the payment (abandon, redelivery) before it gave up.
+    # The processor retried the payment (abandon, redelivery) before it gave up, counting the
+    # attempts itself: the trigger's delivery count may be missing (None in Azure).
     payment_runs = [r for r in e2e.invocations.of("purchase_tasks") if r.message_id == f"{job}:3"]
-    deliveries = [r.delivery_count or 0 for r in payment_runs]
-    assert len(deliveries) == TASK_MAX_ATTEMPTS and deliveries == sorted(set(deliveries))
+    assert len(payment_runs) == TASK_MAX_ATTEMPTS
+    assert session["messages"][0]["description"].startswith(
+        f"Gave up after {TASK_MAX_ATTEMPTS} attempts"
+    )
 
     e2e.payments.reset_outage()
     replay = e2e.api.replay(job, idempotency_key="fix-1")

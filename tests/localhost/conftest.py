@@ -1,23 +1,44 @@
 """One Azurite and one Service Bus emulator per test session; each test runs its own
-``LocalHost`` over ``sample_app`` with only the functions it tests."""
+``LocalHost`` over ``sample_app.py`` with only the functions it tests.
+
+The worker imports the app by its file name from its folder (the script root), as the top-level
+module ``sample_app``; the tests read what the functions saw from that same module."""
 
 from __future__ import annotations
 
+import importlib
 import logging
+import sys
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from localdev.host import LocalHost
 
-from . import sample_app
-
 logging.getLogger("localdev.host").setLevel(logging.INFO)
+
+SAMPLE_APP = Path(__file__).with_name("sample_app.py")
+
+
+def sample_app() -> ModuleType:
+    """The sample app's module, the one the worker runs."""
+    folder = str(SAMPLE_APP.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(SAMPLE_APP.stem)
+
 
 # Queues of the emulator config: one per test that needs a clean one.
 LOCK_DURATION_SECONDS = 2
+# The real app's queues (test_app_sessions.py), as its PURCHASE_ and IMPORT_QUEUE_NAME.
+APP_PURCHASE_QUEUE = "app-purchase-tasks"
+APP_IMPORT_QUEUE = "app-product-import-tasks"
 SESSION_QUEUES = (
+    APP_PURCHASE_QUEUE,
+    APP_IMPORT_QUEUE,
     "sessions-concurrency",
     "sessions-order",
     "sessions-renewal",
@@ -29,6 +50,10 @@ SESSION_QUEUES = (
     "sessions-no-renewal",
     "sessions-release",
     "sessions-no-release",
+    "sessions-release-in-turn",
+    "sessions-release-frees-slot",
+    "sessions-outlast-drain",
+    "sessions-fields",
 )
 PLAIN_QUEUES = (
     "plain-tasks",
@@ -44,7 +69,13 @@ PLAIN_QUEUES = (
 # Queues whose lock outlasts the test's checks, so that only the host lets go of a session;
 # plain-manual's lock is long enough for automatic renewal to keep it (renewals come 0.75 x
 # the lock before expiry), so only the host stopping renewal lets the message come back.
-LONG_LOCK_SECONDS = {"sessions-release": 20, "sessions-no-release": 20, "plain-manual": 6}
+LONG_LOCK_SECONDS = {
+    "sessions-release": 20,
+    "sessions-no-release": 20,
+    "plain-manual": 6,
+    APP_PURCHASE_QUEUE: 60,  # the app's own lock duration (infra/local/config.json)
+    APP_IMPORT_QUEUE: 60,
+}
 
 FAST_HOST_JSON: dict[str, Any] = {
     "version": "2.0",
@@ -104,10 +135,11 @@ def servicebus_connection_string() -> Iterator[str]:
 
 
 @pytest.fixture
-def seen() -> Iterator[sample_app.Seen]:
-    sample_app.SEEN.clear()
-    yield sample_app.SEEN
-    sample_app.SEEN.clear()
+def seen() -> Iterator[Any]:
+    record = sample_app().SEEN
+    record.clear()
+    yield record
+    record.clear()
 
 
 @pytest.fixture
@@ -119,13 +151,15 @@ def run_host() -> Iterator[Callable[..., LocalHost]]:
         functions: list[str],
         settings: Mapping[str, str] | None = None,
         host_json: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> LocalHost:
         host = LocalHost(
-            sample_app.app,
+            SAMPLE_APP,
             dict(settings or {}),
             dict(host_json or FAST_HOST_JSON),
             functions=functions,
             drain_timeout=10,
+            **options,
         )
         hosts.append(host.start())
         return host

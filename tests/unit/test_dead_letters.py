@@ -415,11 +415,10 @@ def run_import_session(
     """Deliver the messages in order as Service Bus does: an abandoned one comes again."""
     outcomes: list[Outcome] = []
     for message in messages:
-        for attempt in itertools.count(1):
+        while True:  # no delivery count: the processor counts the attempts itself
             incoming = IncomingMessage(
                 body=message.body,
                 session_id="replayed",
-                attempt=attempt,
                 application_properties=message.application_properties,
             )
             outcome = processor.handle(incoming, actions).outcome
