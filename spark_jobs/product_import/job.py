@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -135,54 +135,74 @@ def _cell_text(cell: object) -> str:
 
 def number_rows(df: DataFrame) -> DataFrame:
     """Add ``row_number``: the 1-based position of each row in the input, stable across runs
-    of the same input (file order, computed per partition without moving rows)."""
-    return _index_rows(df, "row_number", start=1).frame
+    of the same input (file order, computed per partition without moving rows); and
+    ``_valid_offset``, the number of valid rows in the input partitions before the row's,
+    from which ``assign_sessions`` ranks the valid rows without another pass."""
+    return _number(df).frame
+
+
+def _valid() -> Column:
+    """The rows ``validate`` keeps: those the reader could parse."""
+    return F.col(ERROR).isNull()
 
 
 @dataclass(frozen=True)
-class _Indexed:
-    frame: DataFrame  # the input with the index column
-    count: int  # its rows
-    cached: DataFrame  # persisted for the index: unpersist when done with ``frame``
+class _Numbered:
+    frame: DataFrame  # the input with row_number and _valid_offset
+    rows: int
+    valid: int
+    cached: DataFrame  # persisted for the numbering: unpersist when done with ``frame``
 
 
-def _index_rows(df: DataFrame, name: str, *, start: int) -> _Indexed:
-    """Add a dense index in partition order, in the JVM (no Python round trip per row):
-    monotonically_increasing_id is (partition << 33) + position, so each partition's offset
-    is the number of rows before it; only one count per partition reaches the driver."""
+_POSITION_BITS = 33  # monotonically_increasing_id is (partition << 33) + position
+
+
+def _number(df: DataFrame) -> _Numbered:
+    """One pass counts the rows and the valid rows of each input partition; a row's number
+    is then the rows before its partition plus its position in it, in the JVM (no Python
+    round trip per row); only two counts per partition reach the driver."""
     # Persisted: the ids are computed once, and later queries read the cache, not a raw
     # CSV/JSON scan (Spark refuses one that only needs the corrupt-record column).
     with_id = (
         df.withColumn("_mid", F.monotonically_increasing_id())
-        .withColumn("_part", F.shiftright(F.col("_mid"), 33))
+        .withColumn("_part", F.shiftright(F.col("_mid"), _POSITION_BITS))
         .persist()
     )
-    counts = sorted(
-        (row["_part"], row["count"]) for row in with_id.groupBy("_part").count().collect()
+    counts = with_id.groupBy("_part").agg(
+        F.count(F.lit(1)).alias("rows"), F.count(F.when(_valid(), 1)).alias("valid")
     )
-    offsets, running = [], start
-    for part, count in counts:
-        offsets.append((part, running))
-        running += count
-    if not offsets:
-        return _Indexed(df.withColumn(name, F.lit(start).cast("long")), 0, with_id)
-    table = df.sparkSession.createDataFrame(offsets, "_part long, _offset long")
-    position = F.col("_mid").bitwiseAND(F.lit((1 << 33) - 1))
+    by_part = {row["_part"]: (row["rows"], row["valid"]) for row in counts.collect()}
+    offsets: list[int] = []
+    valid_offsets: list[int] = []
+    rows = valid = 0
+    for index in range(max(by_part, default=-1) + 1):  # a partition with no rows has no count
+        offsets.append(rows)
+        valid_offsets.append(valid)
+        part_rows, part_valid = by_part.get(index, (0, 0))
+        rows, valid = rows + part_rows, valid + part_valid
+
+    def offset_of_part(values: list[int]) -> Column:
+        table = F.array(*[F.lit(v) for v in values or [0]]).cast("array<long>")
+        return F.element_at(table, (F.col("_part") + 1).cast("int"))
+
     frame = (
-        with_id.join(F.broadcast(table), "_part")
-        .withColumn(name, (F.col("_offset") + position).cast("long"))
-        .drop("_mid", "_part", "_offset")
+        with_id.withColumn("row_number", offset_of_part(offsets) + _position(F.col("_mid")) + 1)
+        .withColumn("_valid_offset", offset_of_part(valid_offsets))
+        .drop("_mid", "_part")
     )
-    return _Indexed(frame, running - start, with_id)
+    return _Numbered(frame, rows, valid, with_id)
+
+
+def _position(mid: Column) -> Column:
+    return mid.bitwiseAND(F.lit((1 << _POSITION_BITS) - 1))
 
 
 def validate(df: DataFrame) -> tuple[DataFrame, DataFrame]:
     """Split numbered rows into (valid, rejects). Only rows that cannot be parsed at all are
     rejected, with ``reason`` and the ``raw`` text; business rules (a missing price...) are the
     function app's to check and dead-letter, row by row."""
-    bad = F.col(ERROR).isNotNull()
-    valid = df.filter(~bad).select(*FIELDS, "row_number")
-    rejects = df.filter(bad).select(
+    valid = df.filter(_valid()).select(*FIELDS, "row_number", "_valid_offset")
+    rejects = df.filter(~_valid()).select(
         "row_number", F.col(ERROR).alias("reason"), F.col(CORRUPT).alias("raw")
     )
     return valid, rejects
@@ -194,14 +214,16 @@ def default_sessions(rows: int) -> int:
 
 def assign_sessions(df: DataFrame, job_id: str, sessions: int, *, total: int) -> DataFrame:
     """Add ``session_id``, ``step`` and ``is_last``: ``total`` valid rows cut into ``sessions``
-    contiguous runs (sizes differ by at most one) in row-number order."""
-    return _cut_sessions(_index_rows(df, "_rank", start=0).frame, job_id, sessions, total)
+    contiguous runs (sizes differ by at most one) in row-number order.
 
-
-def _cut_sessions(ranked: DataFrame, job_id: str, sessions: int, total: int) -> DataFrame:
-    # ``_rank`` is the 0-based rank among the valid rows (rejects leave gaps in row_number);
-    # row_number order is partition order here, so the rank is computed the same way.
+    ``df`` is ``validate``'s valid rows, not moved since (no shuffle in between): a row's rank
+    among the valid rows is the valid rows before its input partition (``_valid_offset``) plus
+    its position among the valid rows of its partition, which monotonically_increasing_id
+    counts when evaluated after the filter, in the same partitions."""
     n = _session_count(sessions, total)
+    ranked = df.withColumn(
+        "_rank", F.col("_valid_offset") + _position(F.monotonically_increasing_id())
+    )
     rank = F.col("_rank")
     k = F.floor(rank * n / total) if total else F.lit(0)
     start = F.floor((k * total + n - 1) / n)
@@ -211,7 +233,7 @@ def _cut_sessions(ranked: DataFrame, job_id: str, sessions: int, total: int) -> 
         .withColumn("session_id", F.format_string(f"{job_id}-%04d", F.col("_k")))
         .withColumn("step", (rank - start + 1).cast("int"))
         .withColumn("is_last", rank == next_start - 1)
-        .drop("_rank", "_k")
+        .drop("_rank", "_k", "_valid_offset")
     )
 
 
@@ -266,12 +288,10 @@ def run_import(
     Returns the manifest: rows read, rejected and sent; sessions and their message counts.
     The rejects are written to ``rejects_path`` when given."""
     with ExitStack() as cached:
-        numbered = _index_rows(read_catalogue(spark, input_path, fmt), "row_number", start=1)
+        numbered = _number(read_catalogue(spark, input_path, fmt))
         cached.callback(numbered.cached.unpersist)
         valid, rejects = validate(numbered.frame)
-        ranked = _index_rows(valid, "_rank", start=0)
-        cached.callback(ranked.cached.unpersist)
-        rows_read, total = numbered.count, ranked.count
+        rows_read, total = numbered.rows, numbered.valid
         n = sessions or default_sessions(total)
         log.info(
             "job %s: %d rows read, %d rejected, %d to send in %d sessions",
@@ -294,7 +314,7 @@ def run_import(
         )
         tasks = send_partitions(len(session_counts), spark.sparkContext.defaultParallelism)
         if total:
-            planned = _cut_sessions(ranked.frame, job_id, n, total)
+            planned = assign_sessions(valid, job_id, n, total=total)
             with SendProgress(job_id, total, lambda: int(sent.value), every=progress_every):
                 partition_for_sending(planned, tasks).foreachPartition(send)
     log.info("job %s: %d messages handed to %s", job_id, sent.value, queue_name)

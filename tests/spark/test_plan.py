@@ -168,3 +168,28 @@ def test_there_are_several_send_tasks_per_core_but_never_more_than_sessions():
     assert send_partitions(100, 2) == 16
     assert send_partitions(3, 2) == 3
     assert send_partitions(0, 2) == 1
+
+
+@pytest.fixture
+def small_splits(spark):
+    """Files cut into splits of about 1 kB, so a small catalogue spans many partitions."""
+    keys = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")
+    saved = {key: spark.conf.get(key) for key in keys}
+    for key in keys:
+        spark.conf.set(key, "1024")
+    yield
+    for key, value in saved.items():
+        spark.conf.set(key, value)
+
+
+def test_rows_and_ranks_are_counted_across_input_partitions(spark, tmp_path, small_splits):
+    broken = {5: "only,three,fields", 77: "x", 78: "y", 150: "a,b,1,EUR,d,extra"}
+    path = write_csv(tmp_path / "c.csv", 200, broken_lines=broken)
+    assert read_catalogue(spark, str(path), "csv").rdd.getNumPartitions() > 3
+
+    rows, rejects = plan(spark, path, "csv", "job-k", 7)
+
+    assert [r["row_number"] for r in rejects] == sorted(broken)
+    assert [r["row_number"] for r in rows] == [i for i in range(1, 201) if i not in broken]
+    assert [r["sku"] for r in rows] == [product(i)["sku"] for i in range(1, 201) if i not in broken]
+    assert_sessions_contiguous(rows, 7)
