@@ -51,23 +51,34 @@ def command_line(pid: int) -> str:
         return ""
 
 
-def cpu_by_group(
+def cpu_by_process(
     root: int, groups: Mapping[str, Callable[[str], bool]], rest: str
-) -> dict[str, float]:
-    """CPU seconds of the process tree under ``root``, by group: a process (and everything
-    below it) belongs to the first group whose test accepts its command line, else to
-    ``rest``."""
-    totals = dict.fromkeys([*groups, rest], 0.0)
+) -> dict[int, tuple[str, float]]:
+    """CPU seconds of each process of the tree under ``root``, with its group: a process (and
+    everything below it) belongs to the first group whose test accepts its command line, else
+    to ``rest``."""
+    found: dict[int, tuple[str, float]] = {}
 
     def visit(pid: int, group: str) -> None:
         if group == rest:
             line = command_line(pid)
             group = next((name for name, test in groups.items() if test(line)), rest)
-        totals[group] += cpu_seconds(pid)
+        found[pid] = (group, cpu_seconds(pid))
         for child in children(pid):
             visit(child, group)
 
     visit(root, rest)
+    return found
+
+
+def cpu_by_group(
+    root: int, groups: Mapping[str, Callable[[str], bool]], rest: str
+) -> dict[str, float]:
+    """CPU seconds of the process tree under ``root``, summed by group (see
+    ``cpu_by_process``)."""
+    totals = dict.fromkeys([*groups, rest], 0.0)
+    for group, seconds in cpu_by_process(root, groups, rest).values():
+        totals[group] += seconds
     return totals
 
 

@@ -25,7 +25,8 @@ import time
 from typing import Any
 
 from localdev.host.config import load_host_json
-from localdev.stack import HOST_JSON, REPO_ROOT, run_stack
+from localdev.stack import run_stack
+from localdev.stack_layout import HOST_JSON, REPO_ROOT
 
 SETTINGS_EXAMPLE = REPO_ROOT / "local.settings.json.example"
 
