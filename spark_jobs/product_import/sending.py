@@ -27,9 +27,14 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSender
+from azure.servicebus import (
+    ServiceBusClient,
+    ServiceBusMessage,
+    ServiceBusMessageBatch,
+    ServiceBusSender,
+)
 from azure.servicebus.exceptions import MessageSizeExceededError
 
 from shared.adapters.azure_clients import service_bus_client
@@ -78,7 +83,15 @@ def to_message(job_id: str, row: Any) -> ServiceBusMessage:
     )
 
 
-def send_rows(sender: ServiceBusSender, job_id: str, rows: Iterable[Any]) -> int:
+class BatchSender(Protocol):
+    """What ``send_rows`` needs of a ``ServiceBusSender``."""
+
+    def create_message_batch(self) -> ServiceBusMessageBatch: ...
+
+    def send_messages(self, batch: ServiceBusMessageBatch, /) -> None: ...
+
+
+def send_rows(sender: BatchSender, job_id: str, rows: Iterable[Any]) -> int:
     """Send ``rows`` (sorted by session, then step) in order; returns how many were sent."""
     sent = 0
     batch = sender.create_message_batch()
