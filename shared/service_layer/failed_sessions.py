@@ -1,11 +1,13 @@
-"""The operator's view of failed sessions: list, inspect, and group after an incident."""
+"""The operator's view of failed sessions: list them, inspect one, and group them after an
+incident."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
 
-from .ports import DeadLetterArchive
+from ..domain.archive import ArchivedMessage, FailedSession, SummaryFilter
+from .ports import DeadLetterArchive, Page
 
 MAX_PAGE_SIZE = 200
 
@@ -18,6 +20,27 @@ class FailureGroup:
     sessions: int
 
 
+def list_failed_sessions(
+    archive: DeadLetterArchive,
+    selected: SummaryFilter,
+    *,
+    page_size: int = 50,
+    continuation: str | None = None,
+) -> Page[FailedSession]:
+    """One page of the sessions ``selected``; pass ``continuation`` back for the next.
+    Raises ``InvalidInput`` ("continuation") for a token this API did not return."""
+    return archive.list_summaries(selected, page_size=page_size, continuation=continuation)
+
+
+def get_failed_session(
+    archive: DeadLetterArchive, session_id: str
+) -> tuple[FailedSession, list[ArchivedMessage]]:
+    """The session's summary and its archived messages in send order. Raises
+    ``SessionNotArchived``."""
+    summary = archive.get_summary(session_id)
+    return summary, archive.list_session(session_id)
+
+
 def group_failed_sessions(
     archive: DeadLetterArchive, *, status: str | None = "failed", queue: str | None = None
 ) -> list[FailureGroup]:
@@ -27,7 +50,9 @@ def group_failed_sessions(
     continuation: str | None = None
     while True:
         page = archive.list_summaries(
-            status=status, queue=queue, page_size=MAX_PAGE_SIZE, continuation=continuation
+            SummaryFilter(queue=queue, status=status),
+            page_size=MAX_PAGE_SIZE,
+            continuation=continuation,
         )
         counts.update((s.queue, s.failed_task, s.reason) for s in page.items)
         continuation = page.continuation

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..domain.errors import InvalidInput, PermanentTaskError
 from ..domain.orders import Order, parse_order
+from ..domain.payments import payment_idempotency_key
 from ..domain.pipelines import (
     CALCULATE_TOTAL,
     GENERATE_ORDER_NUMBER,
@@ -107,8 +108,7 @@ def process_payment(deps: PurchaseDependencies, call: TaskInvocation) -> Mapping
     order = _order(call)
     total = _needs(call, "total", CALCULATE_TOTAL)
     charge = deps.payments.charge(
-        # One key per job: redeliveries and replays of this purchase charge the card once.
-        idempotency_key=f"{call.message.job_id}:payment",
+        idempotency_key=payment_idempotency_key(call.message.job_id),
         card_token=order.card_token,
         amount=Decimal(total),
         currency=order.currency,

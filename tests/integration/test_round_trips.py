@@ -44,7 +44,7 @@ from shared.domain.pipelines import (
     purchase_messages,
 )
 from shared.service_layer.import_tasks import import_tasks
-from shared.service_layer.imports import import_progress_observer
+from shared.service_layer.observers import import_progress_observer
 from shared.service_layer.ports import SessionActions
 from shared.service_layer.processor import RetryPolicy, SessionProcessor
 from shared.service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks

@@ -24,7 +24,7 @@ from localdev.host import LocalHost
 from localdev.stack import MailSink, run_mail_sink
 from shared.adapters.azure_clients import PRODUCTS_TABLE, ensure_storage
 from shared.adapters.servicebus_sender import to_service_bus_message
-from shared.adapters.table_keys import escape_key
+from shared.adapters.table_keys import table_key
 from shared.bootstrap import use_container
 from shared.domain.envelope import TaskMessage
 from shared.domain.orders import parse_order
@@ -68,7 +68,7 @@ class App:
 
     def imported(self, sku: str) -> bool:
         rows = self.products.query_entities(
-            "PartitionKey eq @pk", parameters={"pk": escape_key(sku)}
+            "PartitionKey eq @pk", parameters={"pk": table_key(sku)}
         )
         return bool(list(rows))
 

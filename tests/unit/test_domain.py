@@ -21,6 +21,7 @@ from shared.domain.pipelines import PURCHASE_TASKS, purchase_messages
 from shared.domain.pricing import calculate_totals
 from shared.domain.products import parse_product
 from shared.domain.session_state import CorruptSessionState, SessionState, decode_session_state
+from tests.builders import order_document
 
 VALID = {
     "job_id": "j-1",
@@ -145,13 +146,7 @@ def test_unreadable_state_raises_corrupt_session_state(raw: bytes) -> None:
         decode_session_state(raw)
 
 
-ORDER = {
-    "customer_email": "ada@example.com",
-    "customer_name": "Ada",
-    "card_token": "tok_visa",
-    "currency": "EUR",
-    "lines": [{"sku": "SKU-1", "quantity": 2}],
-}
+ORDER = order_document()
 
 
 def test_a_valid_order_becomes_five_ordered_messages_of_one_job() -> None:
