@@ -1,7 +1,7 @@
-"""Archive and replay on real services: dead letters produced on the project's Service Bus emulator are
-archived into a real Azurite and replayed back onto the emulator, through the app's own
-composition root (``shared.bootstrap.Container``) and, for the HTTP API and the bulk replay
-queue trigger, through the function bindings themselves."""
+"""Archive and replay on real services: dead letters produced on the project's Service Bus
+emulator are archived into a real Azurite and replayed back onto the emulator, through the
+app's own composition root (``shared.bootstrap.Container``) and, for the HTTP API and the bulk
+replay queue trigger, through the function bindings themselves."""
 
 from __future__ import annotations
 
