@@ -19,14 +19,14 @@ from shared.adapters.servicebus_dead_letters import (
     ServiceBusSessionSeeder,
 )
 from shared.domain.archive import FailureRecord, replay_session_id
-from shared.domain.envelope import TaskMessage
+from shared.domain.pipelines import PURCHASE_TASKS
 from shared.domain.session_state import decode_session_state
 from shared.entrypoints.replays import replay_requests
+from tests.builders import purchase_message
 
 from .conftest import StorageApp
 from .test_dead_letters import (
     PURCHASE,
-    TASKS,
     _deliver,
     _json,
     _request_replay,
@@ -61,10 +61,7 @@ def bus(storage_app: StorageApp, monkeypatch: pytest.MonkeyPatch) -> Iterator[Se
 def purchase_that_failed_at_payment(app: StorageApp, bus: ServiceBusClient, session: str) -> None:
     """A purchase session sent whole; steps 1-2 done, ProcessPayment dead-lettered because the
     provider was down and the rest dead-lettered as SessionFailed, as the processor does."""
-    messages = [
-        TaskMessage(f"job-{session}", "purchase", task, step, step == 5, {"step": step})
-        for step, task in enumerate(TASKS, 1)
-    ]
+    messages = [purchase_message(session, step) for step in range(1, len(PURCHASE_TASKS) + 1)]
     with bus.get_queue_sender(PURCHASE) as sender:
         sender.send_messages(
             [
@@ -129,8 +126,8 @@ def test_dead_letters_archived_by_the_timer_are_replayed_in_order_under_a_new_se
     bodies, state = receive_session(bus, new_session)
     assert [(b["step"], b["task"]) for b in bodies] == [
         (3, "ProcessPayment"),
-        (4, TASKS[3]),
-        (5, TASKS[4]),
+        (4, PURCHASE_TASKS[3]),
+        (5, PURCHASE_TASKS[4]),
     ]
     seeded = decode_session_state(state)
     assert seeded is not None and seeded.next_step == 3
