@@ -406,6 +406,25 @@ def _document(response: func.HttpResponse, status: int) -> dict[str, Any]:
     return document
 
 
+def replay_status(request_id: str) -> dict[str, Any]:
+    """GET /api/replays/{request_id}, through its binding."""
+    request = _http("GET", f"replays/{request_id}", route_params={"request_id": request_id})
+    return _document(get_replay(request), 200)
+
+
+def deliver_replay_request(storage: StorageConnectionSettings, container: Container) -> None:
+    """The queue trigger, as the host runs it: the one message on the replay queue is handed
+    to the function, then deleted."""
+    queue = QueueClient.from_connection_string(
+        storage.connection_string or "",
+        container.settings.replay_queue_name,
+        message_decode_policy=TextBase64DecodePolicy(),
+    )
+    [message] = list(queue.receive_messages(max_messages=32))
+    replay_requests(func.QueueMessage(id=message.id, body=message.content.encode()))
+    queue.delete_message(message)
+
+
 def test_replay_of_an_unknown_session_is_404_and_of_an_incomplete_one_409(
     make_container: Callable[..., Container],
     servicebus_client: ServiceBusClient,
@@ -497,26 +516,11 @@ def test_bulk_replay_through_the_storage_queue_replays_every_matching_session(
     request_id = accepted["request_id"]
     assert accepted["status_url"].endswith(f"/api/replays/{request_id}")
 
-    def status() -> dict[str, Any]:
-        return _document(
-            get_replay(
-                _http("GET", f"replays/{request_id}", route_params={"request_id": request_id})
-            ),
-            200,
-        )
+    queued = replay_status(request_id)
+    assert (queued["status"], queued["found"]) == ("queued", 0)
+    deliver_replay_request(storage_settings, container)
 
-    assert (status()["status"], status()["found"]) == ("queued", 0)
-    # The queue trigger: what the host hands the function for the message on the queue.
-    queue = QueueClient.from_connection_string(
-        storage_settings.connection_string or "",
-        container.settings.replay_queue_name,
-        message_decode_policy=TextBase64DecodePolicy(),
-    )
-    [message] = list(queue.receive_messages(max_messages=32))
-    replay_requests(func.QueueMessage(id=message.id, body=message.content.encode()))
-    queue.delete_message(message)
-
-    progress = status()
+    progress = replay_status(request_id)
     assert (progress["status"], progress["found"], progress["sent"], progress["failed"]) == (
         "completed",
         3,
@@ -681,20 +685,10 @@ def test_bulk_replay_by_reason_replays_an_import_session(
         request_replay(_http("POST", "replays", body={"queue": session_queue, "reason": reason})),
         202,
     )
-    queue = QueueClient.from_connection_string(
-        storage_settings.connection_string or "",
-        container.settings.replay_queue_name,
-        message_decode_policy=TextBase64DecodePolicy(),
-    )
-    [message] = list(queue.receive_messages(max_messages=32))
-    replay_requests(func.QueueMessage(id=message.id, body=message.content.encode()))
-    queue.delete_message(message)
+    deliver_replay_request(storage_settings, container)
 
     request_id = accepted["request_id"]
-    progress = _document(
-        get_replay(_http("GET", f"replays/{request_id}", route_params={"request_id": request_id})),
-        200,
-    )
+    progress = replay_status(request_id)
     assert (progress["status"], progress["found"], progress["sent"], progress["failed"]) == (
         "completed",
         1,
