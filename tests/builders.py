@@ -10,6 +10,17 @@ from shared.domain.envelope import TaskMessage
 from shared.domain.pipelines import PURCHASE, PURCHASE_TASKS
 from shared.service_layer.ports import DeadLetter
 
+# The settings the app cannot start without, and nothing optional: the local emulator's and
+# Azurite's well-known connection strings (no service is contacted until a client is used).
+APP_SETTINGS = {
+    "PURCHASE_QUEUE_NAME": "purchase-tasks",
+    "IMPORT_QUEUE_NAME": "product-import-tasks",
+    "REPLAY_QUEUE_NAME": "replay-requests",
+    "ServiceBusConnection": "Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=v;"
+    "UseDevelopmentEmulator=true;",
+    "AzureWebJobsStorage": "UseDevelopmentStorage=true",
+}
+
 # When the builders' dead letters were enqueued.
 NOW = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 
