@@ -60,6 +60,7 @@ from .servicebus import (
     SessionRunner,
     dead_letter_session,
     get_session_state,
+    outcomes,
     receive_session,
     received,
     send_interleaved,
@@ -597,9 +598,9 @@ def failed_import_session(
         journal=container.archive,
     )
     results = session_runner.run(queue, sid, during_outage)
-    outcomes = [r.outcome for r in results]  # type: ignore[union-attr]
-    assert outcomes.count(Outcome.COMPLETED) == rows - len(bad_rows)
-    assert outcomes.count(Outcome.DEAD_LETTERED) == len(bad_rows)
+    got = outcomes(results)
+    assert got.count(Outcome.COMPLETED) == rows - len(bad_rows)
+    assert got.count(Outcome.DEAD_LETTERED) == len(bad_rows)
     assert get_session_state(servicebus_client, queue, sid) is None  # row 10 cleared it
     archive_all(container, queue, expected=len(bad_rows))
     return sid, skus
@@ -654,7 +655,7 @@ def test_an_import_session_with_bad_rows_is_replayed_without_force_and_closes_it
 
     resumed = session_runner.run(session_queue, new_session, container.import_processor)
 
-    assert [r.outcome for r in resumed] == [Outcome.COMPLETED] * 2  # type: ignore[union-attr]
+    assert outcomes(resumed) == [Outcome.COMPLETED] * 2
     assert sorted(catalog.find([skus[2], skus[6]])) == sorted([skus[2], skus[6]])
     assert get_session_state(servicebus_client, session_queue, new_session) is None
     assert container.archive.get_summary(sid).status == "replayed"
@@ -734,7 +735,7 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
 
     failed = session_runner.run(session_queue, order.session_id, during_outage.purchase_processor)
 
-    assert [r.outcome for r in failed] == [  # type: ignore[union-attr]
+    assert outcomes(failed) == [
         Outcome.COMPLETED,  # GenerateOrderNumber
         Outcome.COMPLETED,  # CalculateTotal
         Outcome.ABANDONED,  # ProcessPayment, attempt 1
@@ -769,7 +770,7 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
         session_queue, accepted["new_session_id"], provider_back.purchase_processor
     )
 
-    assert [r.outcome for r in resumed] == [Outcome.COMPLETED] * 3  # type: ignore[union-attr]
+    assert outcomes(resumed) == [Outcome.COMPLETED] * 3
     [email] = smtp_inbox.messages
     assert email["Subject"] == f"Your receipt for order {order_number}"
     body = email.get_body(preferencelist=("plain",))
