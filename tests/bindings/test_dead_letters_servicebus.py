@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+from azure.servicebus import ServiceBusClient, ServiceBusSubQueue
 
 from localdev.servicebus_emulator.testing import run_emulator
 from shared.adapters import servicebus_dead_letters
@@ -18,6 +18,7 @@ from shared.adapters.servicebus_dead_letters import (
     ServiceBusResender,
     ServiceBusSessionSeeder,
 )
+from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.domain.archive import FailureRecord, replay_session_id
 from shared.domain.pipelines import PURCHASE_TASKS
 from shared.domain.session_state import decode_session_state
@@ -63,18 +64,7 @@ def purchase_that_failed_at_payment(app: StorageApp, bus: ServiceBusClient, sess
     provider was down and the rest dead-lettered as SessionFailed, as the processor does."""
     messages = [purchase_message(session, step) for step in range(1, len(PURCHASE_TASKS) + 1)]
     with bus.get_queue_sender(PURCHASE) as sender:
-        sender.send_messages(
-            [
-                ServiceBusMessage(
-                    m.to_json(),
-                    session_id=session,
-                    message_id=m.message_id(),
-                    content_type="application/json",
-                    application_properties=m.application_properties(),  # type: ignore[arg-type]
-                )
-                for m in messages
-            ]
-        )
+        sender.send_messages([to_service_bus_message(session, m) for m in messages])
     with bus.get_queue_receiver(PURCHASE, session_id=session, max_wait_time=5) as receiver:
         received = receiver.receive_messages(max_message_count=5, max_wait_time=5)
         assert len(received) == 5
