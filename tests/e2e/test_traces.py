@@ -41,6 +41,14 @@ def task_spans(e2e: E2E, session_id: str, count: int) -> list[Span]:
     return list(wait_for(exported, what=f"{count} task spans of {session_id}"))
 
 
+def exported_archive_run(e2e: E2E, dead_letters: int) -> bool:
+    """An archive run's span, and at least ``dead_letters`` counted as archived, are exported."""
+    e2e.exported()
+    runs = [s for s in e2e.otlp.spans() if s.name == "archive dead letters"]
+    archived = e2e.otlp.metric("pipeline.dead_letters.archived")
+    return bool(runs) and sum(p.value or 0 for p in archived) >= dead_letters
+
+
 def only(spans: list[Span], name: str) -> Span:
     (span,) = [s for s in spans if s.name == name]
     return span
@@ -96,10 +104,12 @@ def test_a_failed_order_keeps_its_trace_in_the_archive_and_its_replay_links_to_i
     failed = task_spans(e2e, job, 1)
     (trace_id,) = {s.trace_id for s in failed}
     assert session["trace_id"] == trace_id
-    archive_runs = [s for s in e2e.otlp.spans() if s.name == "archive dead letters"]
-    assert archive_runs
-    archived = e2e.otlp.metric("pipeline.dead_letters.archived")
-    assert sum(p.value or 0 for p in archived) >= session["message_count"]
+    # The archive run writes the session's rows before it completes their dead letters,
+    # counts them, and ends its span after the last queue: both may come after the GET.
+    wait_for(
+        lambda: exported_archive_run(e2e, session["message_count"]),
+        what="an archive run's span and its count of the session's dead letters",
+    )
 
     e2e.payments.reset_outage()
     replay = e2e.api.replay(job, idempotency_key=f"fix-{job}")
