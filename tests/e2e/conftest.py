@@ -21,6 +21,7 @@ from azure.data.tables import TableClient
 from azure.servicebus import ServiceBusClient
 
 from localdev.api_client import AppClient
+from localdev.otlp_receiver import OtlpReceiver, run_otlp_receiver
 from localdev.stack import HOST_JSON, LocalStack, run_stack
 from shared.adapters.azure_clients import PAYMENTS_TABLE
 from shared.adapters.servicebus_sender import to_service_bus_message
@@ -28,7 +29,6 @@ from shared.adapters.simulated_payments import TableSimulatedPaymentGateway
 from shared.domain.pipelines import import_message
 from shared.telemetry.setup import telemetry, use_telemetry
 from tests import polling
-from tests.otlp import OtlpReceiver, run_otlp_receiver
 
 TASK_MAX_ATTEMPTS = 2
 MAX_CONCURRENT_SESSIONS = 4

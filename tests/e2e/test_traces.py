@@ -1,7 +1,7 @@
 """One order, one trace, through the whole local stack exporting to a real OTLP/HTTP endpoint
-(tests/otlp.py decodes the protobuf requests): the POST continues the caller's trace and each
-task of the order is a span under it; a failed order's archived session keeps its trace id;
-its replay is a span linked to that trace, with the replayed tasks under it."""
+(localdev/otlp_receiver.py decodes the protobuf requests): the POST continues the caller's
+trace and each task of the order is a span under it; a failed order's archived session keeps
+its trace id; its replay is a span linked to that trace, with the replayed tasks under it."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from opentelemetry import trace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.trace import SpanContext, TraceFlags
 
+from localdev.otlp_receiver import Span
 from shared.domain.pipelines import PURCHASE_TASKS
 from shared.telemetry.context import trace_properties
-from tests.otlp import Span
 
 from .conftest import E2E, order, wait_for
 

@@ -1,4 +1,5 @@
-"""What a worker process exports, read at a real OTLP/HTTP endpoint (tests/otlp.py).
+"""What a worker process exports, read at a real OTLP/HTTP endpoint
+(localdev/otlp_receiver.py).
 
 The Application Insights case runs as in Azure with PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY:
 the worker set up the process's providers before the app loaded (here: a process that sets SDK
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.otlp import run_otlp_receiver
+from localdev.otlp_receiver import run_otlp_receiver
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,8 @@
-"""The real app on the local host exporting to a real OTLP/HTTP endpoint (tests/otlp.py): the
-five tasks of an order are five spans in the order's trace, with the messaging attributes and
-the pipeline's own; every log record of an invocation carries its span; the metrics count the
-order; a failed order's spans say where and why it failed, and its dead letters keep its trace.
+"""The real app on the local host exporting to a real OTLP/HTTP endpoint
+(localdev/otlp_receiver.py): the five tasks of an order are five spans in the order's trace,
+with the messaging attributes and the pipeline's own; every log record of an invocation carries
+its span; the metrics count the order; a failed order's spans say where and why it failed, and
+its dead letters keep its trace.
 
 The order's messages are sent in the context of a caller's span, the way the HTTP API sends
 them (the message properties the azure-servicebus SDK reads: traceparent and Diagnostic-Id)."""
@@ -21,10 +22,10 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as ProtoStatus
 from opentelemetry.trace import SpanContext, TraceFlags
 
+from localdev.otlp_receiver import OtlpReceiver, Span, run_otlp_receiver
 from shared.domain.pipelines import PURCHASE_TASKS, purchase_messages
 from shared.telemetry.context import trace_id_of, trace_properties
 from shared.telemetry.setup import Telemetry, configure_telemetry, use_telemetry
-from tests.otlp import OtlpReceiver, Span, run_otlp_receiver
 from tests.polling import wait_for
 
 from .conftest import APP_IMPORT_QUEUE, APP_PURCHASE_QUEUE

@@ -1,7 +1,8 @@
-"""A real OTLP/HTTP endpoint for tests: an HTTP server on 127.0.0.1 (a free port) that takes
-``POST /v1/traces``, ``/v1/metrics`` and ``/v1/logs`` with protobuf bodies (gzip or not), as
-the OpenTelemetry Collector does, decodes each ``Export*ServiceRequest`` with
-``opentelemetry-proto`` and keeps what it received for the test to read.
+"""A real OTLP/HTTP endpoint for the tests and the benchmarks: an HTTP server on 127.0.0.1 (a
+free port) that takes ``POST /v1/traces``, ``/v1/metrics`` and ``/v1/logs`` with protobuf
+bodies (gzip or not), as the OpenTelemetry Collector does, decodes each
+``Export*ServiceRequest`` with ``opentelemetry-proto`` and keeps what it received for the
+caller to read.
 
     with run_otlp_receiver() as otlp:
         environ = {"OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint}
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import gzip
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,8 +24,6 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-
-from tests.polling import wait_for
 
 PROTOBUF = "application/x-protobuf"
 
@@ -93,19 +92,6 @@ class OtlpReceiver:
         for point in points:
             latest[tuple(sorted(point.attributes.items()))] = point
         return list(latest.values())
-
-    def wait_for_spans(
-        self, condition: Callable[[list[Span]], bool], *, timeout: float = 30, what: str = ""
-    ) -> list[Span]:
-        def satisfied() -> list[Span] | None:
-            spans = self.spans()
-            return spans if condition(spans) else None
-
-        return wait_for(
-            satisfied,
-            timeout=timeout,
-            what=what or "spans at the OTLP endpoint",
-        )
 
     # -- decoding ----------------------------------------------------------------------------
 
