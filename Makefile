@@ -5,11 +5,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CHECKOV_VENV := .venv-checkov
 
-.PHONY: setup test lint clean python
+.PHONY: setup test lint clean python chromium
 
-# What the app, the local stack and the demo need; `setup` adds checkov for tests/infra.
-RUN_DEPS := $(VENV)/.installed node_modules/.installed
-setup: $(RUN_DEPS) $(CHECKOV_VENV)/.installed
+# What the app, the local stack and the demo need; `setup` adds checkov for tests/infra and
+# Chromium for the console's browser tests.
+CONSOLE_HTMX := shared/console/static/htmx.min.js
+RUN_DEPS := $(VENV)/.installed node_modules/.installed $(CONSOLE_HTMX)
+setup: $(RUN_DEPS) $(CHECKOV_VENV)/.installed chromium
 
 python:
 	@test -n "$(PYTHON)" || { tools/find-python; exit 1; }
@@ -32,6 +34,22 @@ node_modules/.installed: package.json package-lock.json
 	@echo "==> node_modules: installing Azurite (about 30 s cold)"
 	@npm ci --no-audit --no-fund --loglevel=error --prefer-offline
 	@touch $@
+
+# The console's hypermedia library comes from the npm package that package-lock.json pins. The
+# copy is committed, so `func azure functionapp publish` and `azd deploy` ship it from any
+# checkout (docs/console.md); this refreshes it when the pinned version changes.
+$(CONSOLE_HTMX): node_modules/.installed
+	@cmp -s node_modules/htmx.org/dist/htmx.min.js $@ \
+	  || { cp node_modules/htmx.org/dist/htmx.min.js $@; echo "==> $@: copied from node_modules/htmx.org"; }
+	@touch $@
+
+# tests/console drive Debian's Chromium with Playwright (Playwright's own browser download
+# cannot run here). Installing it needs root, as in CI.
+chromium:
+	@command -v chromium >/dev/null || { \
+	  echo "==> chromium: installing Debian's package for tests/console (about 1 min)"; \
+	  apt-get update -qq && apt-get install -y -qq chromium >/dev/null \
+	  || { echo "Could not install chromium: run 'apt-get install -y chromium' as root."; exit 1; }; }
 
 # checkov pins packaging<24, which the app's venv cannot hold: it gets a venv of its own.
 CHECKOV_REQUIREMENT := checkov>=3.2,<4

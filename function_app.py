@@ -12,6 +12,7 @@ import logging
 import azure.functions as func
 
 from shared.entrypoints import (
+    console,
     dead_letters,
     imports_http,
     orders_http,
@@ -27,3 +28,5 @@ app.register_functions(purchase_tasks.bp)
 app.register_functions(product_import_tasks.bp)
 app.register_functions(dead_letters.bp)
 app.register_functions(imports_http.bp)
+for console_blueprint in console.BLUEPRINTS:
+    app.register_functions(console_blueprint)

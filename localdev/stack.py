@@ -17,6 +17,7 @@ import inspect
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -32,6 +33,7 @@ from typing import Any
 from localdev.azurite import Azurite, free_port, run_azurite
 from localdev.host import LocalHost
 from localdev.host.config import load_host_json, load_settings
+from localdev.host.host import HOST_KEY_SETTING, MASTER_KEY_SETTING
 from shared.adapters.azure_clients import ensure_storage
 from shared.config import SERVICE_BUS_CONNECTION, STORAGE_CONNECTION
 
@@ -202,6 +204,10 @@ def run_stack(
                 "SMTP_PASSWORD": "",
             }
         )
+        # The console checks a key it is given against the host's keys: the app must see
+        # them, so the keys the host would generate are chosen here instead.
+        for name in (MASTER_KEY_SETTING, HOST_KEY_SETTING):
+            values[name] = values.get(name) or secrets.token_urlsafe(32)
         create_storage(azurite.connection_string, values.get("REPLAY_QUEUE_NAME"))
 
         if str(REPO_ROOT) not in sys.path:

@@ -17,6 +17,10 @@ from .domain.errors import PipelineError
 
 SERVICE_BUS_CONNECTION = "ServiceBusConnection"
 STORAGE_CONNECTION = "AzureWebJobsStorage"
+# The Functions host's keys, as the local host reads them; App Service sets WEBSITE_AUTH_ENABLED
+# when App Service Authentication (Easy Auth) fronts the app.
+CONSOLE_KEY_SETTINGS = ("FUNCTIONS_HOST_KEY", "FUNCTIONS_MASTER_KEY")
+EASY_AUTH_SETTING = "WEBSITE_AUTH_ENABLED"
 
 
 class ConfigurationError(PipelineError):
@@ -41,6 +45,15 @@ class StorageConnectionSettings:
 
 
 @dataclass(frozen=True)
+class ConsoleAccessSettings:
+    """Who may use the operator console: in Azure, whoever App Service Authentication signed
+    in (``easy_auth``); locally, whoever presents one of the host's function ``keys``."""
+
+    keys: frozenset[str] = frozenset()
+    easy_auth: bool = False
+
+
+@dataclass(frozen=True)
 class Settings:
     purchase_queue_name: str
     import_queue_name: str
@@ -62,6 +75,7 @@ class Settings:
     replay_queue_name: str
     archive_max_messages: int
     archive_max_seconds: float
+    console: ConsoleAccessSettings = ConsoleAccessSettings()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -88,6 +102,7 @@ class Settings:
             replay_queue_name=env.required("REPLAY_QUEUE_NAME"),
             archive_max_messages=env.integer("DLQ_ARCHIVE_MAX_MESSAGES", 2000),
             archive_max_seconds=env.number("DLQ_ARCHIVE_MAX_SECONDS", 240.0),
+            console=console_access(environ),
         )
 
 
@@ -132,6 +147,13 @@ def storage_connection(
             f"{name}__accountName or {name}__tableServiceUri (identity-based)."
         )
     return settings
+
+
+def console_access(environ: Mapping[str, str] | None = None) -> ConsoleAccessSettings:
+    """The console's access rule from the app settings (see ``ConsoleAccessSettings``)."""
+    env = _Reader(os.environ if environ is None else environ)
+    keys = frozenset(key for name in CONSOLE_KEY_SETTINGS if (key := env.optional(name)))
+    return ConsoleAccessSettings(keys=keys, easy_auth=env.boolean(EASY_AUTH_SETTING, False))
 
 
 class _Reader:

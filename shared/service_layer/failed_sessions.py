@@ -1,11 +1,13 @@
-"""The operator's view of failed sessions: list, inspect, and group after an incident."""
+"""The operator's view of failed sessions: list them, inspect one, and group them after an
+incident."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
 
-from .ports import DeadLetterArchive
+from ..domain.archive import ArchivedMessage, FailedSession
+from .ports import DeadLetterArchive, Page
 
 MAX_PAGE_SIZE = 200
 
@@ -16,6 +18,36 @@ class FailureGroup:
     failed_task: str | None
     reason: str
     sessions: int
+
+
+def list_failed_sessions(
+    archive: DeadLetterArchive,
+    *,
+    queue: str | None = None,
+    task: str | None = None,
+    reason: str | None = None,
+    status: str | None = "failed",
+    page_size: int = 50,
+    continuation: str | None = None,
+) -> Page[FailedSession]:
+    """One page of the failed sessions that match; pass ``continuation`` back for the next."""
+    return archive.list_summaries(
+        queue=queue,
+        task=task,
+        reason=reason,
+        status=status,
+        page_size=page_size,
+        continuation=continuation,
+    )
+
+
+def get_failed_session(
+    archive: DeadLetterArchive, session_id: str
+) -> tuple[FailedSession, list[ArchivedMessage]]:
+    """The session's summary and its archived messages in send order. Raises
+    ``SessionNotArchived``."""
+    summary = archive.get_summary(session_id)
+    return summary, archive.list_session(session_id)
 
 
 def group_failed_sessions(

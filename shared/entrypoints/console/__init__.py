@@ -1,0 +1,7 @@
+"""The operator console, served by the function app under ``/api/console`` (see
+``docs/console.md``): ``frame`` lets people in and serves the assets, ``pages`` renders what
+the services read."""
+
+from . import frame, pages
+
+BLUEPRINTS = (frame.bp, pages.bp)

@@ -1,0 +1,86 @@
+"""The console's read-only pages: the overview, failure groups, their sessions, a session's
+timeline. Each calls one service and renders one template."""
+
+from __future__ import annotations
+
+import azure.functions as func
+
+from ...bootstrap import container
+from ...console import views
+from ...service_layer.failed_sessions import (
+    MAX_PAGE_SIZE,
+    get_failed_session,
+    group_failed_sessions,
+    list_failed_sessions,
+)
+from ..routes import route_value
+from .frame import ANONYMOUS, Visit, choice, console_view
+
+bp = func.Blueprint()
+
+STATUSES = ("failed", "replayed", "any")
+
+
+@bp.route(route="console", methods=["GET"], auth_level=ANONYMOUS)
+@console_view
+def console_overview(visit: Visit) -> func.HttpResponse:
+    groups = group_failed_sessions(container().archive, status="failed")
+    replayed = group_failed_sessions(container().archive, status="replayed")
+    return visit.page(
+        "overview.html",
+        nav="overview",
+        groups=groups,
+        failed=sum(g.sessions for g in groups),
+        replayed=sum(g.sessions for g in replayed),
+        query=views.sessions_query,
+    )
+
+
+@bp.route(route="console/failures", methods=["GET"], auth_level=ANONYMOUS)
+@console_view
+def console_failures(visit: Visit) -> func.HttpResponse:
+    status = choice(visit.req.params.get("status"), STATUSES, "failed")
+    groups = group_failed_sessions(container().archive, status=None if status == "any" else status)
+    return visit.page(
+        "failures.html", nav="failures", groups=groups, status=status, query=views.sessions_query
+    )
+
+
+@bp.route(route="console/sessions", methods=["GET"], auth_level=ANONYMOUS)
+@console_view
+def console_sessions(visit: Visit) -> func.HttpResponse:
+    params = visit.req.params
+    status = choice(params.get("status"), STATUSES, "failed")
+    filters = {name: params.get(name) or None for name in ("queue", "task", "reason")}
+    page = list_failed_sessions(
+        container().archive,
+        **filters,
+        status=None if status == "any" else status,
+        page_size=MAX_PAGE_SIZE,
+        continuation=params.get("continuation") or None,
+    )
+    return visit.page(
+        "sessions.html",
+        nav="failures",
+        sessions=page.items,
+        continuation=page.continuation,
+        filters=filters,
+        status=status,
+        query=views.sessions_query,
+        session_path=views.session_path,
+    )
+
+
+@bp.route(route="console/sessions/{session_id}", methods=["GET"], auth_level=ANONYMOUS)
+@console_view
+def console_session(visit: Visit) -> func.HttpResponse:
+    session_id = route_value(visit.req, "session_id")
+    summary, rows = get_failed_session(container().archive, session_id)
+    return visit.page(
+        "session.html",
+        nav="failures",
+        summary=summary,
+        context=views.context_items(summary),
+        entries=views.timeline(rows),
+        query=views.sessions_query,
+    )
