@@ -36,9 +36,23 @@ HTTP_ROUTES = {
 }
 
 
+# name -> (route, methods) of the operator console's pages: anonymous to the host, because the
+# console lets people in itself (a key in a cookie locally, App Service Authentication in Azure).
+CONSOLE_ROUTES = {
+    "console_overview": ("console", ["GET"]),
+    "console_failures": ("console/failures", ["GET"]),
+    "console_sessions": ("console/sessions", ["GET"]),
+    "console_session": ("console/sessions/{session_id}", ["GET"]),
+    "console_sign_in": ("console/sign-in", ["GET", "POST"]),
+    "console_sign_out": ("console/sign-out", ["POST"]),
+    "console_static": ("console/static/{name}", ["GET"]),
+}
+
+
 def test_the_app_has_every_blueprint_registered() -> None:
     assert set(_functions()) == {
         *HTTP_ROUTES,
+        *CONSOLE_ROUTES,
         "purchase_tasks",
         "product_import_tasks",
         "archive_dead_letters",
@@ -81,6 +95,14 @@ def test_every_http_function_is_a_function_key_route_with_its_methods() -> None:
         assert trigger["type"] == "httpTrigger", name
         assert (trigger["route"], trigger["methods"]) == (route, methods), name
         assert trigger["authLevel"] == func.AuthLevel.FUNCTION.name, name
+
+
+def test_the_console_routes_are_anonymous_to_the_host_and_live_under_console() -> None:
+    for name, (route, methods) in CONSOLE_ROUTES.items():
+        trigger = _trigger(name)
+        assert trigger["type"] == "httpTrigger", name
+        assert (trigger["route"], sorted(trigger["methods"])) == (route, methods), name
+        assert trigger["authLevel"] == func.AuthLevel.ANONYMOUS.name, name
 
 
 def test_the_archive_timer_runs_on_a_schedule_setting() -> None:
