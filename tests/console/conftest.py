@@ -7,6 +7,7 @@ Screenshots of every page go to ``.artifacts/console/`` (git-ignored)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import uuid
@@ -111,6 +112,7 @@ def _run_demo_orders(
         sessions=3,
         servicebus_connection_string=stack.servicebus_connection_string,
     )
+
     def import_done() -> bool:
         status = api.import_status(imported.job_id) or {"rows_imported": 0, "rows_failed": 0}
         return bool(status["rows_imported"] + status["rows_failed"] >= imported.rows_sent)
@@ -136,7 +138,9 @@ def _run_demo_orders(
     failing = [sessions[p.name] for p in [*orders, hostile] if p.expect != "complete"]
     for session_id in [*failing, hostile_message]:
         polling.wait_for(
-            lambda s=session_id: _archived_whole(api, s), 90, f"session {session_id} archived"
+            functools.partial(_archived_whole, api, session_id),
+            90,
+            f"session {session_id} archived",
         )
     return Demo(sessions, sessions["hostile"], hostile_message)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from shared.config import ConsoleAccessSettings, console_access
 from shared.console.access import (
     CSRF_COOKIE,
+    Operator,
     csrf_ok,
     csrf_token_for,
     identify,
@@ -16,7 +17,7 @@ LOCAL = ConsoleAccessSettings(keys=frozenset({"host-key", "master-key"}))
 EASY_AUTH = ConsoleAccessSettings(easy_auth=True)
 
 
-def _identify(settings: ConsoleAccessSettings, **headers: str):  # type: ignore[no-untyped-def]
+def _identify(settings: ConsoleAccessSettings, **headers: str) -> Operator | None:
     return identify(settings, headers, path="/api/console", secure=True)
 
 
