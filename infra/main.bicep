@@ -40,6 +40,9 @@ param smtpUsername string = ''
 param smtpPassword string = ''
 param receiptEmailFrom string = 'receipts@shop.example'
 
+@description('Client id of the Entra app registration that signs people in to the operator console (App Service Authentication on /api/console; docs/console.md). Empty: no one can open the console in Azure.')
+param consoleAuthClientId string = ''
+
 var abbrs = loadJsonContent('abbreviations.json')
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName }
@@ -133,6 +136,15 @@ module functionApp 'app/function.bicep' = {
     smtpPort: smtpPort
     smtpStartTls: smtpStartTls
     receiptEmailFrom: receiptEmailFrom
+  }
+}
+
+module consoleAuth 'app/console-auth.bicep' = if (!empty(consoleAuthClientId)) {
+  name: 'console-auth'
+  scope: rg
+  params: {
+    functionAppName: functionApp.outputs.name
+    clientId: consoleAuthClientId
   }
 }
 
