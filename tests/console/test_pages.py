@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import urllib.error
 import urllib.request
+import uuid
 from urllib.parse import quote
 
 from playwright.sync_api import Page, expect
@@ -151,3 +152,22 @@ def test_the_pages_work_by_keyboard_from_a_skip_link(console: Console, page: Pag
     page.keyboard.press("Tab")
     focused = page.evaluate("document.activeElement.closest('main') !== null")
     assert focused, "Tab after the skip link lands inside the main content"
+
+
+def test_the_overview_counts_follow_new_failures_without_a_reload(
+    console: Console, page: Page
+) -> None:
+    sign_in(page, console)
+    failed = page.locator(".tiles div").filter(has_text="Failed sessions").locator("dd")
+    before = int(failed.inner_text())
+    page.evaluate("window.__same_page = true")
+    order = {
+        "customer_email": "late@example.com",
+        "customer_name": "Late Declined",
+        "card_token": "tok_declined",
+        "currency": "EUR",
+        "lines": [{"sku": "TEA-ASSAM", "quantity": 1}],
+    }
+    console.api.submit_order(order, idempotency_key=f"console-live-{uuid.uuid4()}")
+    expect(failed).to_have_text(str(before + 1), timeout=60_000)
+    assert page.evaluate("window.__same_page") is True  # htmx swapped it in place
