@@ -100,9 +100,16 @@ def test_the_overview_and_the_failures_page_show_the_demo_failure_groups(
     page.get_by_role("link", name="Failures").click()
     expect(page.get_by_role("link", name="Failures")).to_have_attribute("aria-current", "page")
     page.get_by_role("link", name="PaymentProviderUnavailable").click()
-    sessions = page.get_by_role("table")
+    causes = page.get_by_role("table", name=re.compile("^Root causes"))
+    (cause,) = causes.get_by_role("row").filter(has_text="simulated outage").all()
+    expect(cause).to_contain_text("for card <id> (simulated outage)")  # one cause, 3 cards
+    expect(cause.get_by_role("cell").last).to_have_text("3")
+    sessions = page.get_by_role("table", name=re.compile("^Sessions"))
     expect(sessions.get_by_role("row")).to_have_count(1 + 3)  # the header and the 3 sessions
     screenshot(page, "03-sessions")
+    cause.get_by_role("link").click()
+    expect(page.get_by_text(re.compile("^root cause: [0-9a-f]{12}$"))).to_be_visible()
+    expect(sessions.get_by_role("row")).to_have_count(1 + 3)
 
 
 def test_a_failed_session_timeline_shows_every_message_with_its_body(
@@ -138,7 +145,7 @@ def test_script_in_an_order_name_or_a_dead_letter_description_is_rendered_inert(
         assert page.locator("main script, main img").count() == 0  # ...never as markup
         assert page.evaluate("window.__pwned") is None
     page.goto(f"{console.url}/sessions?reason=MalformedMessage")
-    expect(page.get_by_role("table")).to_contain_text(SCRIPT_FIELD)
+    expect(page.get_by_role("table", name=re.compile("^Sessions"))).to_contain_text(SCRIPT_FIELD)
     assert page.locator("main img").count() == 0
     assert page.evaluate("window.__pwned") is None
     assert [e for e in page.console_errors if "Content Security Policy" in e] == []  # type: ignore[attr-defined]

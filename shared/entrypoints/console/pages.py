@@ -13,6 +13,7 @@ from ...service_layer.failed_sessions import (
     group_failed_sessions,
     list_failed_sessions,
 )
+from ...service_layer.fingerprints import failure_fingerprints, sessions_with_fingerprint
 from ..routes import route_value
 from .frame import ANONYMOUS, Visit, choice, console_view
 
@@ -49,21 +50,31 @@ def console_failures(visit: Visit) -> func.HttpResponse:
 @bp.route(route="console/sessions", methods=["GET"], auth_level=ANONYMOUS)
 @console_view
 def console_sessions(visit: Visit) -> func.HttpResponse:
+    """A group's root causes (fingerprints) and its sessions, or one root cause's sessions."""
     params = visit.req.params
     status = choice(params.get("status"), STATUSES, "failed")
     filters = {name: params.get(name) or None for name in ("queue", "task", "reason")}
-    page = list_failed_sessions(
-        container().archive,
-        **filters,
-        status=None if status == "any" else status,
-        page_size=MAX_PAGE_SIZE,
-        continuation=params.get("continuation") or None,
-    )
+    selected = {**filters, "status": None if status == "any" else status}
+    archive = container().archive
+    wanted = params.get("fingerprint") or None
+    causes = failure_fingerprints(archive, **selected)
+    if wanted:
+        sessions, continuation = sessions_with_fingerprint(archive, wanted, **selected), None
+    else:
+        page = list_failed_sessions(
+            archive,
+            **selected,
+            page_size=MAX_PAGE_SIZE,
+            continuation=params.get("continuation") or None,
+        )
+        sessions, continuation = page.items, page.continuation
     return visit.page(
         "sessions.html",
         nav="failures",
-        sessions=page.items,
-        continuation=page.continuation,
+        sessions=sessions,
+        continuation=continuation,
+        causes=causes,
+        fingerprint=wanted,
         filters=filters,
         status=status,
         query=views.sessions_query,
