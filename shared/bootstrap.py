@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .adapters.table_archive import TableDeadLetterArchive, TableReplayRequests
     from .adapters.table_import_progress import TableImportProgress
     from .service_layer.ports import (
+        DeadLetterCounter,
         DeadLetterSource,
         ImportManifests,
         MessageResender,
@@ -157,6 +158,12 @@ class Container:
         from .adapters.servicebus_dead_letters import ServiceBusDeadLetterSource
 
         return ServiceBusDeadLetterSource(self._service_bus)
+
+    @cached_property
+    def dead_letter_counter(self) -> DeadLetterCounter:
+        from .adapters.servicebus_waiting import ServiceBusDeadLetterCounter
+
+        return ServiceBusDeadLetterCounter(self._service_bus)
 
     @cached_property
     def resender(self) -> MessageResender:

@@ -320,3 +320,13 @@ class InMemoryImportManifests:
         if job_id not in self.manifests:
             raise ManifestNotFound(job_id)
         return self.manifests[job_id]
+
+
+class InMemoryDeadLetterCounter:
+    """DeadLetterCounter over fixed counts per queue."""
+
+    def __init__(self, counts: dict[str, int] | None = None) -> None:
+        self.counts = dict(counts or {})
+
+    def waiting(self, queue: str, *, up_to: int) -> int:
+        return min(self.counts.get(queue, 0), up_to)

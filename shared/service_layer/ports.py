@@ -227,3 +227,10 @@ class ImportManifests(Protocol):
         """The manifest the Spark job saved once it sent the job's rows; raises
         ``ManifestNotFound`` before that (or for an unknown job)."""
         ...
+
+
+class DeadLetterCounter(Protocol):
+    def waiting(self, queue: str, *, up_to: int) -> int:
+        """Dead letters in the queue's dead-letter sub-queue (not archived yet), at most
+        ``up_to``; reading them moves and locks nothing."""
+        ...

@@ -95,6 +95,8 @@ def test_the_overview_and_the_failures_page_show_the_demo_failure_groups(
         ).to_have_count(1)
     outage = groups.get_by_role("row").filter(has_text="PaymentProviderUnavailable")
     expect(outage.get_by_role("cell").last).to_have_text("3")
+    waiting = page.locator(".tiles div").filter(has_text="waiting for the archive: purchase-tasks")
+    expect(waiting.locator("dd")).to_have_text(re.compile(r"^\d+\+?$"))
     screenshot(page, "02-overview")
 
     page.get_by_role("link", name="Failures").click()

@@ -14,6 +14,7 @@ from ...service_layer.failed_sessions import (
     list_failed_sessions,
 )
 from ...service_layer.fingerprints import failure_fingerprints, sessions_with_fingerprint
+from ...service_layer.overview import WAITING_COUNT_MAX, overview
 from ..routes import route_value
 from .frame import ANONYMOUS, Visit, choice, console_view
 
@@ -25,14 +26,14 @@ STATUSES = ("failed", "replayed", "any")
 @bp.route(route="console", methods=["GET"], auth_level=ANONYMOUS)
 @console_view
 def console_overview(visit: Visit) -> func.HttpResponse:
-    groups = group_failed_sessions(container().archive, status="failed")
-    replayed = group_failed_sessions(container().archive, status="replayed")
+    c = container()
+    now = overview(c.archive, c.dead_letter_counter, c.session_queues)
     return visit.page(
         "overview.html",
         nav="overview",
-        groups=groups,
-        failed=sum(g.sessions for g in groups),
-        replayed=sum(g.sessions for g in replayed),
+        overview=now,
+        groups=now.groups,
+        waiting_max=WAITING_COUNT_MAX,
         query=views.sessions_query,
     )
 
