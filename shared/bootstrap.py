@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .adapters.table_archive import TableDeadLetterArchive, TableReplayRequests
     from .adapters.table_import_progress import TableImportProgress
     from .service_layer.ports import (
+        AuditTrail,
         DeadLetterCounter,
         DeadLetterSource,
         ImportManifests,
@@ -158,6 +159,12 @@ class Container:
         from .adapters.servicebus_dead_letters import ServiceBusDeadLetterSource
 
         return ServiceBusDeadLetterSource(self._service_bus)
+
+    @cached_property
+    def audit_trail(self) -> AuditTrail:
+        from .adapters.table_audit import AUDIT_TABLE, TableAuditTrail
+
+        return TableAuditTrail(self._table_service.get_table_client(AUDIT_TABLE))
 
     @cached_property
     def dead_letter_counter(self) -> DeadLetterCounter:

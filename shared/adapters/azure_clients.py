@@ -24,6 +24,8 @@ from ..config import (
     ServiceBusConnectionSettings,
     StorageConnectionSettings,
 )
+from .table_audit import AUDIT_TABLE
+from .table_confirmations import CONFIRMATIONS_TABLE
 from .table_import_manifests import IMPORT_JOBS_TABLE
 
 PRODUCTS_TABLE = "products"
@@ -46,6 +48,8 @@ APP_TABLES = (
     REPLAY_REQUESTS_TABLE,
     IMPORT_PROGRESS_TABLE,
     IMPORT_JOBS_TABLE,
+    AUDIT_TABLE,
+    CONFIRMATIONS_TABLE,
 )
 APP_CONTAINERS = (RECEIPTS_CONTAINER, DEAD_LETTER_BODIES_CONTAINER)
 

@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..domain.archive import ArchivedMessage, FailedSession, FailureRecord
+from ..domain.audit import AuditEntry
 from ..domain.envelope import TaskMessage
 from ..domain.import_jobs import JobManifest
 from ..domain.payments import Charge
@@ -233,4 +234,14 @@ class DeadLetterCounter(Protocol):
     def waiting(self, queue: str, *, up_to: int) -> int:
         """Dead letters in the queue's dead-letter sub-queue (not archived yet), at most
         ``up_to``; reading them moves and locks nothing."""
+        ...
+
+
+class AuditTrail(Protocol):
+    def record(self, entry: AuditEntry) -> None:
+        """Keep one action on a failed session; entries are never changed."""
+        ...
+
+    def history(self, session_id: str) -> list[AuditEntry]:
+        """The session's entries, oldest first; empty when there are none."""
         ...

@@ -46,6 +46,7 @@ CONSOLE_ROUTES = {
     "console_sign_in": ("console/sign-in", ["GET", "POST"]),
     "console_sign_out": ("console/sign-out", ["POST"]),
     "console_static": ("console/static/{name}", ["GET"]),
+    "console_replay": ("console/sessions/{session_id}/replay", ["POST"]),
 }
 
 

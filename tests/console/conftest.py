@@ -187,6 +187,16 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     """A fresh browser context (no cookies) that records CSP violations and script errors."""
+    yield from _page(browser)
+
+
+@pytest.fixture
+def browser_page_two(browser: Browser) -> Iterator[Page]:
+    """A second operator: another browser context, signed in on its own."""
+    yield from _page(browser)
+
+
+def _page(browser: Browser) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     errors: list[str] = []

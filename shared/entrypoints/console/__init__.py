@@ -1,7 +1,7 @@
 """The operator console, served by the function app under ``/api/console`` (see
 ``docs/console.md``): ``frame`` lets people in and serves the assets, ``pages`` renders what
-the services read."""
+the services read, ``actions`` carries out what operators decide."""
 
-from . import frame, pages
+from . import actions, frame, pages
 
-BLUEPRINTS = (frame.bp, pages.bp)
+BLUEPRINTS = (frame.bp, pages.bp, actions.bp)

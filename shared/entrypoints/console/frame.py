@@ -121,7 +121,7 @@ def console_sign_in(req: func.HttpRequest) -> func.HttpResponse:
         return _sign_in(base, status=400, next_path=form.get("next"), error=_KEY_FORMAT)
     if not is_key(settings, key):
         return _sign_in(base, status=401, next_path=form.get("next"), error=_KEY_WRONG)
-    response = _redirect(_local_path(form.get("next"), base))
+    response = redirect(_local_path(form.get("next"), base))
     response.headers["Set-Cookie"] = cookie(KEY_COOKIE, key, path=base, secure=_secure(req))
     return response
 
@@ -133,7 +133,7 @@ _KEY_WRONG = "That is not one of this app's function keys (make up prints the ho
 @bp.route(route="console/sign-out", methods=["POST"], auth_level=ANONYMOUS)
 @console_view
 def console_sign_out(visit: Visit) -> func.HttpResponse:
-    response = _redirect(f"{visit.base}/sign-in")
+    response = redirect(f"{visit.base}/sign-in")
     response.headers["Set-Cookie"] = cookie(
         KEY_COOKIE, "", path=visit.base, secure=_secure(visit.req), max_age=0
     )
@@ -198,7 +198,7 @@ def _html(status: int, text: str) -> func.HttpResponse:
     )
 
 
-def _redirect(location: str) -> func.HttpResponse:
+def redirect(location: str) -> func.HttpResponse:
     return func.HttpResponse(b"", status_code=303, headers={"Location": location, **PAGE_HEADERS})
 
 
@@ -216,6 +216,10 @@ def _sign_in(
         easy_auth=easy_auth,
     )
     return _html(status, page)
+
+
+def error_page(visit: Visit, status: int, title: str, detail: str) -> func.HttpResponse:
+    return _error(visit.base, visit.operator, status, title, detail)
 
 
 def _error(

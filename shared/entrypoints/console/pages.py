@@ -3,6 +3,8 @@ timeline. Each calls one service and renders one template."""
 
 from __future__ import annotations
 
+import uuid
+
 import azure.functions as func
 
 from ...bootstrap import container
@@ -14,6 +16,7 @@ from ...service_layer.failed_sessions import (
     list_failed_sessions,
 )
 from ...service_layer.fingerprints import failure_fingerprints, sessions_with_fingerprint
+from ...service_layer.operator_actions import history
 from ...service_layer.overview import WAITING_COUNT_MAX, overview
 from ..routes import route_value
 from .frame import ANONYMOUS, Visit, choice, console_view
@@ -87,12 +90,16 @@ def console_sessions(visit: Visit) -> func.HttpResponse:
 @console_view
 def console_session(visit: Visit) -> func.HttpResponse:
     session_id = route_value(visit.req, "session_id")
-    summary, rows = get_failed_session(container().archive, session_id)
+    c = container()
+    summary, rows = get_failed_session(c.archive, session_id)
     return visit.page(
         "session.html",
         nav="failures",
         summary=summary,
         context=views.context_items(summary),
         entries=views.timeline(rows),
+        history=history(c.audit_trail, session_id),
+        action_id=uuid.uuid4().hex,
+        session_path=views.session_path,
         query=views.sessions_query,
     )
