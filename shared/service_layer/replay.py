@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -68,10 +68,13 @@ def replay_session(
     idempotency_key: str,
     *,
     force: bool = False,
+    bodies: Mapping[str, bytes] | None = None,
     clock: Clock = _now,
 ) -> ReplayResult:
     """Send the session's archived messages that are not replayed yet, in send order, under
     ``replay_session_id(session_id, idempotency_key)``; repeating it sends nothing twice.
+    ``bodies`` (row key -> body) replaces the bodies of edited messages in what is sent; the
+    archive keeps the originals.
 
     A session of a pipeline that stops on failure (purchase) is refused with
     ``ReplayIncomplete`` until its last message is archived, unless ``force``; an import
@@ -110,7 +113,12 @@ def replay_session(
             queue,
             new_session_id,
             [
-                _outgoing(row, session_id, new_session_id, last=row.row_key == closing)
+                _outgoing(
+                    replace(row, body=(bodies or {}).get(row.row_key, row.body)),
+                    session_id,
+                    new_session_id,
+                    last=row.row_key == closing,
+                )
                 for row in pending
             ],
         )

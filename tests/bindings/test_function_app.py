@@ -47,6 +47,7 @@ CONSOLE_ROUTES = {
     "console_sign_out": ("console/sign-out", ["POST"]),
     "console_static": ("console/static/{name}", ["GET"]),
     "console_replay": ("console/sessions/{session_id}/replay", ["POST"]),
+    "console_edit": ("console/sessions/{session_id}/edit", ["GET", "POST"]),
 }
 
 

@@ -4,10 +4,14 @@ audited with who did it; a second replay of the same session is refused naming t
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import quote
 
+from azure.data.tables import TableClient
 from playwright.sync_api import Page, expect
 
+from shared.adapters.azure_clients import PRODUCTS_TABLE
+from shared.adapters.table_products import TableProductCatalog
 from tests import polling
 from tests.console.conftest import Console, screenshot, sign_in
 
@@ -53,3 +57,45 @@ def test_an_outage_session_is_replayed_from_its_page_and_completes(
         )
         == 2
     )
+
+
+def test_an_import_row_with_a_wrong_currency_is_edited_replayed_and_imported(
+    console: Console, page: Page
+) -> None:
+    def currency_row() -> list[dict[str, Any]]:
+        return console.api.failed_sessions(reason="InvalidProduct:currency")
+
+    (bad_row,) = polling.wait_for(currency_row, 60, "the bad currency row archived")
+    catalogue = TableProductCatalog(
+        TableClient.from_connection_string(console.stack.storage_connection_string, PRODUCTS_TABLE)
+    )
+    assert catalogue.find(["SCALE-MINI"]) == {}
+    sign_in(page, console)
+    page.goto(f"{console.url}/sessions/{quote(bad_row['session_id'], safe='')}")
+    page.get_by_role("link", name="Edit messages and replay").click()
+    (editor,) = page.get_by_role("textbox", name=re.compile("ImportProduct")).all()
+    expect(editor).to_contain_text('"currency": "EURO"')
+
+    # A fix the import would refuse is refused before anything is sent, naming the field.
+    editor.fill(editor.input_value().replace('"currency": "EURO"', '"currency": "EU"'))
+    page.get_by_label(re.compile("^Why")).fill("currency typo in the supplier's file")
+    page.get_by_role("button", name="Replay with these changes").click()
+    expect(page.get_by_role("alert")).to_contain_text("payload.currency: must be a three-letter")
+    screenshot(page, "06-edit-refused")
+
+    editor = page.get_by_role("textbox", name=re.compile("ImportProduct"))
+    editor.fill(editor.input_value().replace('"currency": "EU"', '"currency": "EUR"'))
+    page.get_by_role("button", name="Replay with these changes").click()
+
+    expect(page.get_by_role("status")).to_contain_text("Replayed as replay-")
+    history = page.get_by_role("table", name=re.compile("What operators did"))
+    expect(history).to_contain_text("edit-and-replay")
+    expect(history).to_contain_text("currency typo in the supplier's file")
+    product = polling.wait_for(
+        lambda: catalogue.find(["SCALE-MINI"]).get("SCALE-MINI"), 60, "SCALE-MINI imported"
+    )
+    assert product.currency == "EUR"
+    # The archive keeps the original row.
+    page.locator("details summary").first.click()
+    expect(page.locator("pre").first).to_contain_text('"currency": "EURO"')
+    screenshot(page, "07-edited-and-replayed")
