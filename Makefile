@@ -9,8 +9,11 @@ CHECKOV_VENV := .venv-checkov
 
 # What the app, the local stack and the demo need; `setup` adds checkov for tests/infra and
 # Chromium for the console's browser tests.
+# The local host talks to Microsoft's Python worker in the Functions RPC protocol, compiled here
+# from Microsoft's published build of it (localdev/host/rpc_build.py, localdev/host/README.md).
+RPC_PROTOS := localdev/host/_rpc/SOURCE
 CONSOLE_HTMX := shared/console/static/htmx.min.js
-RUN_DEPS := $(VENV)/.installed node_modules/.installed $(CONSOLE_HTMX)
+RUN_DEPS := $(VENV)/.installed node_modules/.installed $(RPC_PROTOS) $(CONSOLE_HTMX)
 setup: $(RUN_DEPS) $(CHECKOV_VENV)/.installed chromium
 
 python:
@@ -29,6 +32,9 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt | python
 	  $(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt; \
 	fi
 	@touch $@
+
+$(RPC_PROTOS): $(VENV)/.installed localdev/host/rpc_build.py
+	@$(PY) -m localdev.host.rpc_build --force
 
 node_modules/.installed: package.json package-lock.json
 	@echo "==> node_modules: installing Azurite (about 30 s cold)"
@@ -73,7 +79,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) node_modules .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) node_modules localdev/host/_rpc .pytest_cache .mypy_cache .ruff_cache
 
 # The whole app locally: Azurite, the Service Bus emulator and the local Functions host.
 .PHONY: up

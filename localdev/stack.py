@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib
 import inspect
 import json
 import logging
@@ -42,6 +41,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SERVICE_BUS_CONFIG = REPO_ROOT / "infra" / "local" / "config.json"
 SETTINGS_FILE = REPO_ROOT / "local.settings.json"
 HOST_JSON = REPO_ROOT / "host.json"
+APP_SCRIPT = REPO_ROOT / "function_app.py"
 AZURITE_PORTS = (10000, 10001, 10002)
 SERVICE_BUS_PORT = 5672
 SMTP_PORT = 1025
@@ -212,7 +212,6 @@ def run_stack(
 
         if str(REPO_ROOT) not in sys.path:
             sys.path.insert(0, str(REPO_ROOT))
-        app = importlib.import_module("function_app").app
         # The app builds its clients once per process from the settings: start from a clean
         # composition root, and leave none behind that points at a stopped stack.
         from shared.bootstrap import use_container
@@ -220,7 +219,7 @@ def run_stack(
         use_container(None)
         stack.callback(use_container, None)
         host = LocalHost(
-            app,
+            APP_SCRIPT,
             values,
             copy.deepcopy(dict(host_json)) if host_json else load_host_json(HOST_JSON),
             http_port=http_port if http_port is not None else port(HTTP_PORT, "HTTP") or 0,

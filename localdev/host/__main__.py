@@ -4,7 +4,6 @@ function_app.py like ``func start`` until Ctrl-C or SIGTERM."""
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import signal
@@ -28,7 +27,12 @@ def main(argv: list[str] | None = None) -> int:
         help="local.settings.json (its .example is used when it is absent)",
     )
     parser.add_argument("--host-json", type=Path, default=REPO_ROOT / "host.json")
-    parser.add_argument("--app", default="function_app", help="module that defines `app`")
+    parser.add_argument(
+        "--app",
+        type=Path,
+        default=REPO_ROOT / "function_app.py",
+        help="the app's script (default function_app.py); its folder is the script root",
+    )
     parser.add_argument(
         "--functions", nargs="+", help="run only these functions (like func start --functions)"
     )
@@ -37,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", stream=sys.stdout)
     logging.getLogger("azure").setLevel(logging.WARNING)
     logging.getLogger("uamqp").setLevel(logging.WARNING)
+    logging.getLogger("azure.functions").setLevel(logging.WARNING)  # the worker's own lines
     run(
         args.app,
         args.settings,
@@ -49,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(
-    app_module: str,
+    app: Path,
     settings: Path,
     host_json: Path,
     *,
@@ -57,11 +62,9 @@ def run(
     drain: float,
     functions: list[str] | None = None,
 ) -> None:
-    """Load the settings into the environment (what is already set wins), import the app, run
-    it until SIGINT/SIGTERM, then stop gracefully."""
+    """Load the settings into the environment (what is already set wins), run the app until
+    SIGINT/SIGTERM, then stop gracefully."""
     apply_settings(load_settings(settings))
-    sys.path.insert(0, str(REPO_ROOT))
-    app = importlib.import_module(app_module).app
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

@@ -1,21 +1,21 @@
-"""The functions of an app, as the host sees them: each one's trigger, with %SETTING%
-references resolved, and how to call it with logging like ``func start``."""
+"""The functions of an app, as the host sees them after the worker indexed it: each one's id
+and trigger, with %SETTING% references resolved; and how the host invokes one (an
+``InvocationRequest`` to the worker) with the Functions host's ``Executing``/``Executed`` lines."""
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import json
 import logging
 import time
-import typing
 import uuid
-import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
-from .config import resolve
+from .config import HostConfigurationError, resolve
+from .rpc import messages, typed_data
+from .worker import Worker
 
 logger = logging.getLogger("localdev.host")
 
@@ -27,88 +27,117 @@ QUEUE_TRIGGER = "queueTrigger"
 
 @dataclass(frozen=True)
 class FunctionSpec:
-    """One function: its name, its trigger binding (settings resolved), its Python callable."""
+    """One function: its name and id in the worker, its trigger binding (settings resolved)."""
 
     name: str
+    function_id: str
     trigger_type: str
     arg_name: str
     binding: Mapping[str, Any]
-    user_function: Callable[..., Any]
-    parameters: tuple[str, ...] = field(default=())
+    metadata: Any = field(repr=False, compare=False)  # the worker's RpcFunctionMetadata
+    worker: Worker = field(repr=False, compare=False)
 
     def setting(self, key: str, default: Any = None) -> Any:
         return self.binding.get(key, default)
 
+    @property
+    def supports_deferred_binding(self) -> bool:
+        """The worker binds the trigger to an SDK type (``ParameterBindingData``)."""
+        return bool((self.binding.get("properties") or {}).get("SupportsDeferredBinding"))
+
 
 def discover(
-    app: Any, environ: Mapping[str, str], *, only: set[str] | None = None
+    metadata: Iterable[Any],
+    environ: Mapping[str, str],
+    *,
+    worker: Worker,
+    only: set[str] | None = None,
 ) -> list[FunctionSpec]:
-    """Every function of ``app`` (a FunctionApp) with its trigger. A %NAME% in a trigger setting
-    that is not an app setting fails here, at start, by name (as the host does)."""
+    """The functions the worker indexed (``RpcFunctionMetadata``), with their trigger binding
+    from the raw bindings. A %NAME% in a trigger setting that is not an app setting fails here,
+    at start, by name (as the host does). The host carries out no output binding but the HTTP
+    response, so a function with another one is refused."""
     specs = []
-    for function in _functions_of(app):
-        if only is not None and function.get_function_name() not in only:
+    for function in metadata:
+        if only is not None and function.name not in only:
             continue
-        document = json.loads(function.get_function_json())
-        trigger = next(
-            (b for b in document["bindings"] if str(b["type"]).lower().endswith("trigger")), None
-        )
+        bindings = [json.loads(raw) for raw in function.raw_bindings]
+        trigger = next((b for b in bindings if str(b["type"]).lower().endswith("trigger")), None)
         if trigger is None:
-            logger.warning("%s has no trigger and is skipped", function.get_function_name())
+            logger.warning("%s has no trigger and is skipped", function.name)
             continue
-        binding = {
-            key: resolve(value, environ) if isinstance(value, str) else value
-            for key, value in trigger.items()
-        }
-        user_function = function.get_user_function()
+        outputs = [
+            str(b["name"])
+            for b in bindings
+            if str(b.get("direction", "")).lower() == "out" and b.get("name") != "$return"
+        ]
+        if outputs:
+            raise HostConfigurationError(
+                f"{function.name}: the local host does not carry out output bindings ({outputs})."
+            )
         specs.append(
             FunctionSpec(
-                name=function.get_function_name(),
+                name=function.name,
+                function_id=function.function_id,
                 trigger_type=str(trigger["type"]),
                 arg_name=str(trigger["name"]),
-                binding=binding,
-                user_function=user_function,
-                parameters=tuple(inspect.signature(user_function).parameters),
+                binding=_resolved(trigger, environ),
+                metadata=function,
+                worker=worker,
             )
         )
     return specs
 
 
-_INDEXED: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+def _resolved(value: Any, environ: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        return resolve(value, environ)
+    if isinstance(value, dict):
+        return {key: _resolved(item, environ) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_resolved(item, environ) for item in value]
+    return value
 
 
-def _functions_of(app: Any) -> list[Any]:
-    # FunctionApp.get_functions() records the names it indexed and fails on "duplicate" names
-    # when called again. The worker indexes once per process; here a test or a tool may have
-    # indexed the app before the host starts, so the host indexes from a clean record, once.
-    if app not in _INDEXED:
-        if getattr(app, "functions_bindings", None):
-            app.functions_bindings = None
-        _INDEXED[app] = list(app.get_functions())
-    return _INDEXED[app]
+@dataclass(frozen=True)
+class Outcome:
+    """What the worker answered: success, the return value (``TypedData`` or None) and, on
+    failure, the worker's exception message."""
 
-
-class InvocationContext:
-    """What a function gets as ``context`` (a subset of ``azure.functions.Context``)."""
-
-    def __init__(self, invocation_id: str, function_name: str) -> None:
-        self.invocation_id = invocation_id
-        self.function_name = function_name
-        self.function_directory = ""
-        self.trace_context = None
-        self.retry_context = None
+    succeeded: bool
+    return_value: Any = None
+    error: str | None = None
 
 
 def invoke(
-    spec: FunctionSpec, arguments: Mapping[str, Any], *, reason: str, log_detail: str = ""
-) -> tuple[bool, Any, BaseException | None]:
-    """Call the function with the arguments its signature asks for, logging "Executing" and
-    "Executed" lines like the host. Returns (succeeded, return value, exception); never raises
-    what the function raises."""
+    spec: FunctionSpec,
+    data: Any,
+    *,
+    trigger_metadata: Mapping[str, Any] | None = None,
+    reason: str,
+    log_detail: str = "",
+) -> Outcome:
+    """Send the worker an ``InvocationRequest`` with ``data`` (``TypedData``) for the trigger
+    parameter and ``trigger_metadata`` (``TypedData`` by name), logging "Executing" and
+    "Executed" like the host. Never raises what the function raises."""
     invocation_id = str(uuid.uuid4())
-    kwargs = {name: arguments[name] for name in spec.parameters if name in arguments}
-    if "context" in spec.parameters and "context" not in kwargs:
-        kwargs["context"] = InvocationContext(invocation_id, spec.name)
+    metadata = dict(trigger_metadata or {})
+    # WebJobs adds the system binding data to every invocation.
+    metadata["sys"] = typed_data(
+        {
+            "MethodName": spec.name,
+            "UtcNow": datetime.now(UTC).isoformat(),
+            "RandGuid": str(uuid.uuid4()),
+        }
+    )
+    request = messages.InvocationRequest(
+        invocation_id=invocation_id,
+        function_id=spec.function_id,
+        input_data=[messages.ParameterBinding(name=spec.arg_name, data=data)],
+        trigger_metadata=metadata,
+        trace_context=messages.RpcTraceContext(),
+        retry_context=messages.RetryContext(),
+    )
     logger.info(
         "Executing 'Functions.%s' (Reason='%s', Id=%s)%s",
         spec.name,
@@ -117,51 +146,26 @@ def invoke(
         log_detail,
     )
     started = time.monotonic()
-    try:
-        result = spec.user_function(**kwargs)
-        if inspect.isawaitable(result):
-            result = asyncio.run(_await(result))
-    except BaseException as error:
-        if isinstance(error, KeyboardInterrupt | SystemExit):
-            raise
+    response = spec.worker.invoke(request)
+    if response.result.status != messages.StatusResult.Success:
+        error = response.result.exception.message or "the worker reported a failure"
         logger.error(
-            "Executed 'Functions.%s' (Failed, Id=%s, Duration=%dms)\n  %s: %s",
+            "Executed 'Functions.%s' (Failed, Id=%s, Duration=%dms)\n  %s",
             spec.name,
             invocation_id,
             _ms(started),
-            type(error).__name__,
             error,
         )
-        return False, None, error
+        return Outcome(succeeded=False, error=error)
     logger.info(
         "Executed 'Functions.%s' (Succeeded, Id=%s, Duration=%dms)",
         spec.name,
         invocation_id,
         _ms(started),
     )
-    return True, result, None
-
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
+    return_value = response.return_value if response.HasField("return_value") else None
+    return Outcome(succeeded=True, return_value=return_value)
 
 
 def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
-
-
-def parameters_of_type(spec: FunctionSpec, cls: type, *, fallback_name: str) -> list[str]:
-    """Names of the function's parameters annotated with ``cls`` (or, when annotations cannot
-    be read, the parameter called ``fallback_name``)."""
-    try:
-        hints = typing.get_type_hints(spec.user_function)
-    except Exception:
-        hints = {}
-    names = [
-        name
-        for name, hint in hints.items()
-        if name in spec.parameters and isinstance(hint, type) and issubclass(hint, cls)
-    ]
-    if not names and fallback_name in spec.parameters:
-        names = [fallback_name]
-    return names

@@ -1,4 +1,5 @@
-"""``LocalHost``: runs every function of a FunctionApp with the Functions host's semantics."""
+"""``LocalHost``: runs a function app through Microsoft's Python worker, with the Functions
+host's semantics for its triggers."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import logging
 import os
 import secrets
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
+from . import worker as worker_process
 from .config import HostConfigurationError, HostOptions, connection_string
 from .functions import (
     HTTP_TRIGGER,
@@ -18,11 +21,13 @@ from .functions import (
     FunctionSpec,
     discover,
 )
-from .http import FunctionKeys, HttpFrontEnd
+from .http import DEFAULT_BODY_LIMIT, DEFAULT_READ_TIMEOUT, FunctionKeys, HttpFrontEnd
 from .queues import QueueListener
 from .servicebus import ServiceBusListener
+from .servicebus_binding import check_supported
 from .settlement import SettlementRegistry, SettlementServer
 from .timers import TimerListener
+from .worker import SCRIPT_FILE_SETTING, Worker, point_settlement_client
 
 logger = logging.getLogger("localdev.host")
 
@@ -30,6 +35,9 @@ logger = logging.getLogger("localdev.host")
 MASTER_KEY_SETTING = "FUNCTIONS_MASTER_KEY"
 HOST_KEY_SETTING = "FUNCTIONS_HOST_KEY"
 FUNCTION_KEY_PREFIX = "FUNCTIONS_KEY_"  # FUNCTIONS_KEY_<function name>: that function's key
+# The Functions host's setting for the largest request body, in bytes.
+BODY_LIMIT_SETTING = "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"
+_TRIGGERS = {SERVICE_BUS_TRIGGER, HTTP_TRIGGER, TIMER_TRIGGER, QUEUE_TRIGGER}
 
 
 class _Listener(Protocol):
@@ -38,18 +46,22 @@ class _Listener(Protocol):
 
 
 class LocalHost:
-    """Run ``app``'s functions: Service Bus (sessions or not), HTTP, timer and Storage queue
-    triggers. ``settings`` are the app settings (%NAME% and connections resolve from them,
-    falling back to ``os.environ``, and are in ``os.environ`` while the host runs, as the worker
-    sees them); ``host_json`` is host.json as a dict.
+    """Run the app whose script is ``app`` (``function_app.py``; its folder is the script root)
+    through Microsoft's Python worker (``worker.py``): Service Bus (sessions or not), HTTP,
+    timer and Storage queue triggers. ``settings`` are the app settings (%NAME% and connections
+    resolve from them, falling back to ``os.environ``, and they are the worker's environment
+    while the host runs); ``host_json`` is host.json as a dict.
 
     ``functions`` names the functions to run (all when None), like ``func start --functions``.
-    ``start()`` starts every trigger and returns; ``stop()`` stops taking work, lets
-    invocations in flight finish (up to ``drain_timeout`` seconds) and closes everything."""
+    ``start()`` indexes the app in the worker, starts every trigger and returns; ``stop()`` stops
+    taking work, lets invocations in flight finish (up to ``drain_timeout`` seconds) and closes
+    everything. One host runs in a process at a time (the worker holds one app per process).
+
+    ``http_read_timeout`` bounds how long a request's headers and body may take to arrive."""
 
     def __init__(
         self,
-        app: Any,
+        app: str | os.PathLike[str],
         settings: Mapping[str, str] | None = None,
         host_json: Mapping[str, Any] | None = None,
         *,
@@ -57,43 +69,37 @@ class LocalHost:
         http_port: int = 0,
         drain_timeout: float = 30.0,
         functions: Iterable[str] | None = None,
+        http_read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> None:
-        self._given_settings = dict(settings or {})
+        self.script = Path(app).resolve()
+        if not self.script.is_file():
+            raise HostConfigurationError(f"The app's script {self.script} does not exist.")
+        self._given_settings = {**dict(settings or {}), SCRIPT_FILE_SETTING: self.script.name}
         self._saved_environ: dict[str, str | None] = {}
+        self._saved_cwd: str | None = None
         self.settings: dict[str, str] = {**os.environ, **self._given_settings}
         self.options = HostOptions.from_host_json(host_json or {})
         self.drain_timeout = drain_timeout
-        only = None if functions is None else set(functions)
-        self.functions: list[FunctionSpec] = discover(app, self.settings, only=only)
+        self._only = None if functions is None else set(functions)
+        self._http_host = http_host
+        self._http_port = http_port
+        self._http_read_timeout = http_read_timeout
+        self.functions: list[FunctionSpec] = []
+        # Used for the master and host keys that the settings leave unset.
+        self._generated_keys = (secrets.token_urlsafe(32), secrets.token_urlsafe(32))
         self.function_keys = self._keys()
         self._settlement = SettlementServer(SettlementRegistry())
         self._listeners: list[_Listener] = []
         self._http: HttpFrontEnd | None = None
+        self._worker: Worker | None = None
         self.timers: dict[str, TimerListener] = {}
-        by_type: dict[str, list[FunctionSpec]] = {}
-        for spec in self.functions:
-            by_type.setdefault(spec.trigger_type, []).append(spec)
-        unknown = set(by_type) - {SERVICE_BUS_TRIGGER, HTTP_TRIGGER, TIMER_TRIGGER, QUEUE_TRIGGER}
-        if unknown:
-            raise HostConfigurationError(
-                f"The local host does not run these trigger types: {sorted(unknown)}"
-            )
-        if by_type.get(HTTP_TRIGGER):
-            self._http = HttpFrontEnd(
-                by_type[HTTP_TRIGGER],
-                keys=self.function_keys,
-                route_prefix=self.options.route_prefix,
-                host=http_host,
-                port=http_port,
-            )
-        self._by_type = by_type
         self._started = False
 
     @property
     def http_url(self) -> str:
         """``http://127.0.0.1:<port>`` (without the route prefix)."""
         if self._http is None:
-            raise HostConfigurationError("The app has no HTTP functions.")
+            raise HostConfigurationError("The app has no HTTP functions (or the host is stopped).")
         return self._http.base_url
 
     @property
@@ -101,41 +107,20 @@ class LocalHost:
         return self._settlement.address
 
     def start(self) -> LocalHost:
-        # The worker sees the app settings as environment variables; so does the app here,
-        # until stop() puts the environment back.
+        # The app settings are the worker's environment, until stop() puts it back.
         self._saved_environ = {name: os.environ.get(name) for name in self._given_settings}
+        self._saved_cwd = os.getcwd()
         os.environ.update(self._given_settings)
-        self._settlement.start()
         try:
-            for spec in self._by_type.get(SERVICE_BUS_TRIGGER, []):
-                self._listeners.append(
-                    ServiceBusListener(
-                        spec,
-                        connection_string=connection_string(
-                            str(spec.setting("connection") or "ServiceBusConnection"),
-                            self.settings,
-                        ),
-                        options=self.options.service_bus,
-                        settlement=self._settlement,
-                    )
-                )
-            for spec in self._by_type.get(QUEUE_TRIGGER, []):
-                self._listeners.append(
-                    QueueListener(
-                        spec,
-                        connection_string=connection_string(
-                            str(spec.setting("connection") or "AzureWebJobsStorage"),
-                            self.settings,
-                        ),
-                        options=self.options.queues,
-                    )
-                )
-            for spec in self._by_type.get(TIMER_TRIGGER, []):
-                timer = TimerListener(spec)
-                self.timers[spec.name] = timer
-                self._listeners.append(timer)
-            if self._http is not None:
-                self._listeners.append(self._http)
+            self._worker = worker_process.acquire(self)
+            indexed = self._worker.index(self.script, dict(os.environ))
+            self.functions = discover(indexed, self.settings, worker=self._worker, only=self._only)
+            by_type = self._by_type()
+            self._worker.load(spec.metadata for spec in self.functions)
+            self.function_keys = self._keys()
+            self._settlement.start()
+            point_settlement_client(self._settlement.address)
+            self._create_listeners(by_type)
             for listener in self._listeners:
                 listener.start()
         except BaseException:
@@ -145,8 +130,62 @@ class LocalHost:
         self._log_listing()
         return self
 
+    def _by_type(self) -> dict[str, list[FunctionSpec]]:
+        by_type: dict[str, list[FunctionSpec]] = {}
+        for spec in self.functions:
+            by_type.setdefault(spec.trigger_type, []).append(spec)
+        unknown = set(by_type) - _TRIGGERS
+        if unknown:
+            raise HostConfigurationError(
+                f"The local host does not run these trigger types: {sorted(unknown)}"
+            )
+        for spec in by_type.get(SERVICE_BUS_TRIGGER, []):
+            check_supported(spec)
+        return by_type
+
+    def _create_listeners(self, by_type: Mapping[str, list[FunctionSpec]]) -> None:
+        for spec in by_type.get(SERVICE_BUS_TRIGGER, []):
+            self._listeners.append(
+                ServiceBusListener(
+                    spec,
+                    connection_string=connection_string(
+                        str(spec.setting("connection") or "ServiceBusConnection"),
+                        self.settings,
+                    ),
+                    options=self.options.service_bus,
+                    settlement=self._settlement,
+                )
+            )
+        for spec in by_type.get(QUEUE_TRIGGER, []):
+            self._listeners.append(
+                QueueListener(
+                    spec,
+                    connection_string=connection_string(
+                        str(spec.setting("connection") or "AzureWebJobsStorage"),
+                        self.settings,
+                    ),
+                    options=self.options.queues,
+                )
+            )
+        for spec in by_type.get(TIMER_TRIGGER, []):
+            timer = TimerListener(spec)
+            self.timers[spec.name] = timer
+            self._listeners.append(timer)
+        if by_type.get(HTTP_TRIGGER):
+            self._http = HttpFrontEnd(
+                by_type[HTTP_TRIGGER],
+                keys=self.function_keys,
+                route_prefix=self.options.route_prefix,
+                host=self._http_host,
+                port=self._http_port,
+                body_limit=int(self.settings.get(BODY_LIMIT_SETTING) or DEFAULT_BODY_LIMIT),
+                read_timeout=self._http_read_timeout,
+            )
+            self._listeners.append(self._http)
+
     def stop(self) -> None:
-        """Stop every trigger (in-flight invocations finish, bounded), then settlement."""
+        """Stop every trigger (in-flight invocations finish, bounded), then settlement, then
+        the worker's invocations; put the environment and the working directory back."""
         for listener in reversed(self._listeners):
             try:
                 listener.stop(self.drain_timeout)
@@ -154,6 +193,13 @@ class LocalHost:
                 logger.exception("Stopping %r failed", listener)
         self._listeners.clear()
         self._settlement.stop()
+        if self._worker is not None:
+            self._worker.finish()
+            self._worker = None
+        worker_process.release(self)
+        if self._saved_cwd is not None:
+            os.chdir(self._saved_cwd)
+            self._saved_cwd = None
         for name, value in self._saved_environ.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -174,8 +220,8 @@ class LocalHost:
         self.stop()
 
     def _keys(self) -> FunctionKeys:
-        master = self.settings.get(MASTER_KEY_SETTING) or secrets.token_urlsafe(32)
-        host = self.settings.get(HOST_KEY_SETTING) or secrets.token_urlsafe(32)
+        master = self.settings.get(MASTER_KEY_SETTING) or self._generated_keys[0]
+        host = self.settings.get(HOST_KEY_SETTING) or self._generated_keys[1]
         per_function = {
             spec.name: self.settings[FUNCTION_KEY_PREFIX + spec.name]
             for spec in self.functions

@@ -5,25 +5,52 @@ A request whose path matches no route, or matches only with another method, gets
 Functions host. Auth levels: anonymous; function (a function key, the host key or the master
 key); admin (the master key only). A key goes in the ``x-functions-key`` header or the ``code``
 query parameter; a missing or wrong key gets 401.
+
+The request goes to the worker as ``RpcHttp`` (the host's ToRpcHttp, for a worker that asked for
+raw body bytes and the body alone); the worker's ``RpcHttp`` answer is the response.
+
+The body is read before the function runs, within limits, each refused at once with a problem
+document (RFC 9457) and the connection closed: a ``Content-Length`` that is not one decimal
+number (negative, not a number, two different values, or next to ``Transfer-Encoding``) is 400;
+a declared or chunked body over ``body_limit`` bytes is 413, without reading it; a body that
+has not fully arrived ``read_timeout`` seconds after the headers is 408.
 """
 
 from __future__ import annotations
 
 import hmac
+import json
 import logging
+import re
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-import azure.functions as func
-
 from .functions import FunctionSpec, invoke
 from .routes import RouteTemplate
+from .rpc import messages, typed_metadata
 
 logger = logging.getLogger("localdev.host")
+
+# The Functions host's default request body limit (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT), 100 MB.
+DEFAULT_BODY_LIMIT = 104_857_600
+DEFAULT_READ_TIMEOUT = 30.0
+_DIGITS = re.compile(r"[0-9]+")
+# Kestrel writes the response headers it knows with their usual spelling, others as given.
+_KNOWN_HEADERS = {
+    name.lower(): name
+    for name in (
+        "Accept-Ranges", "Age", "Allow", "Cache-Control", "Content-Disposition",
+        "Content-Encoding", "Content-Language", "Content-Location", "Content-Range",
+        "Content-Type", "Date", "ETag", "Expires", "Last-Modified", "Link", "Location",
+        "Pragma", "Retry-After", "Server", "Vary", "WWW-Authenticate",
+    )
+}  # fmt: skip
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 
 @dataclass(frozen=True)
@@ -65,6 +92,17 @@ class FunctionKeys:
         return any(hmac.compare_digest(key.encode(), k.encode()) for k in accepted if k)
 
 
+class RequestRefused(Exception):
+    """The request cannot be read: answer ``status`` with a problem document, then close."""
+
+    def __init__(self, status: int, title: str, detail: str, **members: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.members = members
+
+
 class HttpFrontEnd:
     def __init__(
         self,
@@ -74,16 +112,22 @@ class HttpFrontEnd:
         route_prefix: str,
         host: str = "127.0.0.1",
         port: int = 0,
+        body_limit: int = DEFAULT_BODY_LIMIT,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> None:
         self.routes = sorted(
             (HttpRoute.of(spec) for spec in specs), key=lambda r: r.template.precedence
         )
         self.keys = keys
         self.route_prefix = route_prefix.strip("/")
+        self.body_limit = body_limit
+        self.read_timeout = read_timeout
         front_end = self
 
         class Handler(_Handler):
             owner = front_end
+            # Headers, and a keep-alive connection's wait for its next request, time out too.
+            timeout = read_timeout
 
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
@@ -135,73 +179,289 @@ class HttpFrontEnd:
             self._in_flight += 1
         try:
             self._handle(handler)
+        except RequestRefused as refused:
+            _send_problem(handler, refused)
         finally:
             with self._idle:
                 self._in_flight -= 1
                 self._idle.notify_all()
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        started = time.monotonic()
+        length = declared_length(handler.headers.get_all("Content-Length") or [])
+        chunked = _is_chunked(handler.headers.get_all("Transfer-Encoding") or [])
+        if chunked and length is not None:
+            raise RequestRefused(
+                400,
+                "Conflicting body length",
+                "A request has either Content-Length or Transfer-Encoding, not both.",
+                errors=[{"field": "Content-Length", "problem": "sent with Transfer-Encoding"}],
+            )
+        if length is not None and length > self.body_limit:
+            raise _too_large(length, self.body_limit)
         method = handler.command.upper()
         url = urlsplit(handler.path)
-        length = int(handler.headers.get("Content-Length") or 0)
-        body = handler.rfile.read(length) if length else b""
         found = self.find(method, url.path)
         if found is None:
-            _send(handler, 404, {}, b"")
+            _send(handler, 404, {}, b"", close=bool(length) or chunked)
             return
         route, route_params = found
-        params = dict(parse_qsl(url.query, keep_blank_values=True))
-        key = handler.headers.get("x-functions-key") or params.get("code")
+        query = _query(url.query)
+        key = handler.headers.get("x-functions-key") or query.get("code")
         if not self.keys.allows(route, key):
-            _send(handler, 401, {}, b"")
+            _send(handler, 401, {}, b"", close=bool(length) or chunked)
             return
-        request = func.HttpRequest(
+        deadline = started + self.read_timeout
+        if chunked:
+            body = read_chunked(handler, self.body_limit, deadline)
+        else:
+            body = read_body(handler, length or 0, deadline)
+        headers = _headers(handler)
+        http = messages.RpcHttp(
             method=method,
-            url=f"{self.base_url}{handler.path}",
-            headers={name.lower(): value for name, value in handler.headers.items()},
-            params=params,
-            route_params=route_params,
-            body=body,
+            url=f"http://{headers.get('host') or self.base_url.split('//', 1)[1]}{handler.path}",
+            headers=headers,
+            params=route_params,
+            query=query,
         )
-        succeeded, result, _ = invoke(
+        if body:
+            http.body.CopyFrom(messages.TypedData(bytes=body))
+        outcome = invoke(
             route.spec,
-            {route.spec.arg_name: request},
+            messages.TypedData(http=http),
+            # The HTTP extension's binding data: the route values, the query and the headers.
+            trigger_metadata=typed_metadata({**route_params, "Query": query, "Headers": headers}),
             reason="This function was programmatically called via the host APIs.",
         )
-        if not succeeded:
+        if not outcome.succeeded:
             _send(handler, 500, {}, b"")
             return
-        _send_response(handler, result)
+        _send_response(handler, outcome.return_value)
+
+
+def declared_length(values: list[str]) -> int | None:
+    """The body length of the ``Content-Length`` header fields (RFC 9110 8.6): one decimal
+    number, possibly repeated (``5, 5`` or two fields with 5); anything else is refused."""
+    if not values:
+        return None
+    numbers = {item.strip() for value in values for item in value.split(",")}
+    if len(numbers) != 1 or not _DIGITS.fullmatch(next(iter(numbers))):
+        shown = ", ".join(values)
+        raise RequestRefused(
+            400,
+            "Invalid Content-Length",
+            f"Content-Length must be one decimal number of bytes; the request sent {shown!r}.",
+            errors=[{"field": "Content-Length", "problem": "not one non-negative integer"}],
+        )
+    return int(next(iter(numbers)))
+
+
+def _is_chunked(values: list[str]) -> bool:
+    codings = [item.strip().lower() for value in values for item in value.split(",")]
+    codings = [c for c in codings if c]
+    if not codings:
+        return False
+    if codings != ["chunked"]:
+        raise RequestRefused(
+            501,
+            "Unsupported Transfer-Encoding",
+            f"Only the chunked transfer coding is supported; the request sent {codings}.",
+            errors=[{"field": "Transfer-Encoding", "problem": "only chunked is supported"}],
+        )
+    return True
+
+
+def _too_large(length: int, limit: int) -> RequestRefused:
+    return RequestRefused(
+        413,
+        "Request body too large",
+        f"The request body ({length} bytes or more) is over the limit of {limit} bytes.",
+        errors=[{"field": "body", "problem": f"over {limit} bytes"}],
+        limit=limit,
+    )
+
+
+def _timed_out() -> RequestRefused:
+    return RequestRefused(
+        408,
+        "Request body not received in time",
+        "The request body did not arrive within the read timeout.",
+        errors=[{"field": "body", "problem": "not received within the read timeout"}],
+    )
+
+
+def _wait(handler: BaseHTTPRequestHandler, deadline: float) -> None:
+    """Let the next socket read wait until ``deadline`` at most."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _timed_out()
+    handler.connection.settimeout(left)
+
+
+def read_body(handler: BaseHTTPRequestHandler, length: int, deadline: float) -> bytes:
+    """Exactly ``length`` bytes of body, all of them before ``deadline``."""
+    parts: list[bytes] = []
+    missing = length
+    while missing > 0:
+        _wait(handler, deadline)
+        try:
+            part = handler.rfile.read1(min(missing, 65536))
+        except TimeoutError as error:
+            raise _timed_out() from error
+        if not part:
+            raise RequestRefused(
+                400,
+                "Incomplete request body",
+                f"The connection ended {missing} bytes short of Content-Length ({length}).",
+                errors=[{"field": "Content-Length", "problem": "more than the body sent"}],
+            )
+        parts.append(part)
+        missing -= len(part)
+    return b"".join(parts)
+
+
+def read_chunked(handler: BaseHTTPRequestHandler, limit: int, deadline: float) -> bytes:
+    """A chunked body (RFC 9112 7.1), refused as soon as it passes ``limit`` bytes."""
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        size_line = _read_line(handler, deadline)
+        size_text = size_line.split(b";", 1)[0].strip()
+        if not _CHUNK_SIZE.fullmatch(size_text):
+            raise RequestRefused(
+                400,
+                "Invalid chunked body",
+                "A chunk size is not a hexadecimal number.",
+                errors=[{"field": "Transfer-Encoding", "problem": "malformed chunk size"}],
+            )
+        size = int(size_text, 16)
+        if size == 0:
+            while _read_line(handler, deadline) not in (b"", b"\r\n", b"\n"):
+                pass  # trailer fields
+            return b"".join(parts)
+        total += size
+        if total > limit:
+            raise _too_large(total, limit)
+        parts.append(read_body(handler, size, deadline))
+        _read_line(handler, deadline)  # the CRLF after the chunk
+
+
+def _read_line(handler: BaseHTTPRequestHandler, deadline: float) -> bytes:
+    _wait(handler, deadline)
+    try:
+        return bytes(handler.rfile.readline(4096))
+    except TimeoutError as error:
+        raise _timed_out() from error
+
+
+def _query(query: str) -> dict[str, str]:
+    """The query as the host passes it: repeated names joined with commas, empty values left
+    out."""
+    values: dict[str, list[str]] = {}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        values.setdefault(name, []).append(value)
+    joined = {name: ",".join(items) for name, items in values.items()}
+    return {name: value for name, value in joined.items() if value}
+
+
+def _headers(handler: BaseHTTPRequestHandler) -> dict[str, str]:
+    headers: dict[str, list[str]] = {}
+    for name, value in handler.headers.items():
+        headers.setdefault(name.lower(), []).append(value)
+    return {name: ",".join(values) for name, values in headers.items()}
 
 
 def _send_response(handler: BaseHTTPRequestHandler, result: Any) -> None:
-    if result is None:
+    """The worker's return value (``TypedData``) as the HTTP response."""
+    kind = result.WhichOneof("data") if result is not None else None
+    if kind is None:
         _send(handler, 204, {}, b"")
         return
-    if isinstance(result, str | bytes):
-        body = result.encode() if isinstance(result, str) else result
+    if kind != "http":
+        body = _body_bytes(result)
         _send(handler, 200, {"Content-Type": "text/plain; charset=utf-8"}, body)
         return
-    if not isinstance(result, func.HttpResponse):
-        logger.error("The function returned %s, not an HttpResponse", type(result).__name__)
-        _send(handler, 500, {}, b"")
-        return
-    headers = dict(result.headers.items())
-    if not any(name.lower() == "content-type" for name in headers):
-        mimetype = result.mimetype or "text/plain"
-        charset = result.charset or "utf-8"
-        headers["Content-Type"] = f"{mimetype}; charset={charset}"
-    _send(handler, result.status_code, headers, result.get_body() or b"")
+    http = result.http
+    headers = {
+        _KNOWN_HEADERS.get(name.lower(), name): value for name, value in http.headers.items()
+    }
+    cookies = [_set_cookie(cookie) for cookie in http.cookies]
+    _send(
+        handler,
+        int(http.status_code or 200),
+        headers,
+        _body_bytes(http.body) if http.HasField("body") else b"",
+        cookies=cookies,
+    )
+
+
+def _body_bytes(data: Any) -> bytes:
+    kind = data.WhichOneof("data")
+    if kind in ("bytes", "stream"):
+        return bytes(getattr(data, kind))
+    if kind in ("string", "json"):
+        return str(getattr(data, kind)).encode()
+    if kind in ("int", "double"):
+        return str(getattr(data, kind)).encode()
+    return b""
+
+
+def _set_cookie(cookie: Any) -> str:
+    parts = [f"{cookie.name}={cookie.value}"]
+    if cookie.HasField("domain"):
+        parts.append(f"domain={cookie.domain.value}")
+    if cookie.HasField("path"):
+        parts.append(f"path={cookie.path.value}")
+    if cookie.HasField("expires"):
+        moment = cookie.expires.value.ToDatetime()
+        parts.append(f"expires={moment.strftime('%a, %d %b %Y %H:%M:%S GMT')}")
+    if cookie.HasField("max_age"):
+        parts.append(f"max-age={int(cookie.max_age.value)}")
+    if cookie.HasField("secure") and cookie.secure.value:
+        parts.append("secure")
+    if cookie.HasField("http_only") and cookie.http_only.value:
+        parts.append("httponly")
+    same_site = {1: "lax", 2: "strict", 3: "none"}.get(int(cookie.same_site))
+    if same_site:
+        parts.append(f"samesite={same_site}")
+    return "; ".join(parts)
+
+
+def _send_problem(handler: BaseHTTPRequestHandler, refused: RequestRefused) -> None:
+    document = {
+        "type": "about:blank",
+        "title": refused.title,
+        "status": refused.status,
+        "detail": refused.detail,
+        **refused.members,
+    }
+    body = json.dumps(document).encode()
+    headers = {"Content-Type": "application/problem+json"}
+    _send(handler, refused.status, headers, body, close=True)
 
 
 def _send(
-    handler: BaseHTTPRequestHandler, status: int, headers: Mapping[str, str], body: bytes
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    cookies: list[str] | None = None,
+    close: bool = False,
 ) -> None:
+    """Write the response; ``close`` ends the connection after it (the request's body, if it
+    had one, was not read)."""
+    handler.connection.settimeout(handler.timeout)
     handler.send_response(status)
     for name, value in headers.items():
-        if name.lower() not in ("content-length", "transfer-encoding"):
+        if name.lower() not in ("content-length", "transfer-encoding", "connection"):
             handler.send_header(name, value)
+    for cookie in cookies or []:
+        handler.send_header("Set-Cookie", cookie)
     handler.send_header("Content-Length", str(len(body)))
+    if close:
+        handler.send_header("Connection", "close")
+        handler.close_connection = True
     handler.end_headers()
     if handler.command != "HEAD":
         handler.wfile.write(body)

@@ -17,13 +17,15 @@ import contextlib
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
 
 from azure.core.exceptions import AzureError, ResourceExistsError
-from azure.functions.queue import QueueMessage as FunctionsQueueMessage
 from azure.storage.queue import QueueClient, QueueMessage
 
 from .config import QueueOptions
 from .functions import FunctionSpec, invoke
+from .rpc import messages, typed_metadata
 
 logger = logging.getLogger("localdev.host")
 
@@ -115,26 +117,17 @@ class QueueListener:
         if dequeue_count > max_dequeue:
             self._to_poison(message)
             return
-        arguments = {}
         body = self._decode(message.content)
         succeeded = False
         if body is not None:
-            arguments[self.spec.arg_name] = FunctionsQueueMessage(
-                id=message.id,
-                body=body,
-                dequeue_count=message.dequeue_count,
-                expiration_time=message.expires_on,
-                insertion_time=message.inserted_on,
-                time_next_visible=message.next_visible_on,
-                pop_receipt=message.pop_receipt,
-            )
-            succeeded, _, _ = invoke(
+            succeeded = invoke(
                 self.spec,
-                arguments,
+                _message_data(body),
+                trigger_metadata=typed_metadata(binding_data(message, body)),
                 reason=f"New queue message detected on '{self.queue_name}'.",
                 log_detail=f"\n  Trigger Details: MessageId: {message.id}, "
                 f"DequeueCount: {message.dequeue_count}, InsertionTime: {message.inserted_on}",
-            )
+            ).succeeded
         if succeeded:
             self._queue.delete_message(message)
         elif dequeue_count >= max_dequeue:
@@ -167,6 +160,31 @@ class QueueListener:
         )
         self._poison.send_message(message.content)
         self._queue.delete_message(message)
+
+
+def _message_data(body: bytes) -> Any:
+    """The message as the host sends it: text as a string, other bytes as bytes."""
+    try:
+        return messages.TypedData(string=body.decode("utf-8"))
+    except UnicodeDecodeError:
+        return messages.TypedData(bytes=body)
+
+
+def binding_data(message: QueueMessage, body: bytes) -> dict[str, Any]:
+    """The Storage queue extension's binding data (trigger metadata) for one message."""
+    return {
+        "QueueTrigger": body.decode("utf-8", errors="replace"),
+        "DequeueCount": message.dequeue_count,
+        "ExpirationTime": _iso(message.expires_on),
+        "Id": message.id,
+        "InsertionTime": _iso(message.inserted_on),
+        "NextVisibleTime": _iso(message.next_visible_on),
+        "PopReceipt": message.pop_receipt,
+    }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
 
 
 def _report(future: Future[None]) -> None:

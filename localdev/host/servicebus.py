@@ -10,7 +10,6 @@ message's only while its invocation runs.
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
@@ -24,10 +23,10 @@ from azure.servicebus import (
     ServiceBusReceiver,
 )
 from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError
-from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
 
 from .config import ServiceBusOptions
-from .functions import FunctionSpec, invoke, parameters_of_type
+from .functions import FunctionSpec
+from .servicebus_binding import invoke_with_message
 from .settlement import HeldMessage, HeldSession, SettlementServer
 
 logger = logging.getLogger("localdev.host")
@@ -62,9 +61,6 @@ class ServiceBusListener:
         )
         self._renewer = AutoLockRenewer(
             max_lock_renewal_duration=options.max_auto_lock_renewal_duration
-        )
-        self._actions_params = parameters_of_type(
-            spec, ServiceBusMessageActions, fallback_name="message_actions"
         )
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -205,25 +201,8 @@ class ServiceBusListener:
         )
         registry = self._settlement.registry
         registry.hold_message(held)
-        # The worker hands the function its own message object, built from the wire: a copy,
-        # so the host's settlement (which marks its object settled and drops its lock token)
-        # does not change what the function holds, e.g. for a second complete() that must fail.
-        arguments: dict[str, object] = {self.spec.arg_name: copy.copy(message)}
-        if self._actions_params:
-            actions = self._settlement.message_actions()
-            arguments.update(dict.fromkeys(self._actions_params, actions))
-        detail = (
-            f"\n  Trigger Details: MessageId: {message.message_id}, SequenceNumber: "
-            f"{message.sequence_number}, DeliveryCount: {message.delivery_count}, "
-            f"SessionId: {message.session_id}"
-        )
         try:
-            succeeded, _, _ = invoke(
-                self.spec,
-                arguments,
-                reason=f"New ServiceBus message detected on '{self.queue_name}'.",
-                log_detail=detail,
-            )
+            succeeded = invoke_with_message(self.spec, message, entity=self.queue_name).succeeded
             with held.lock:
                 if held.settled:
                     return

@@ -12,11 +12,11 @@ import logging
 import threading
 from datetime import UTC, datetime, timedelta
 
-from azure.functions.timer import TimerRequest
 from croniter import croniter
 
 from .config import HostConfigurationError, timespan
 from .functions import FunctionSpec, invoke
+from .rpc import typed_data
 
 logger = logging.getLogger("localdev.host")
 
@@ -41,6 +41,11 @@ class Schedule:
                 f"timer schedule {expression!r}: expected 6 NCRONTAB fields "
                 "(second minute hour day month day-of-week) or a TimeSpan"
             )
+
+    @property
+    def adjusts_for_dst(self) -> bool:
+        """What the host's TimerInfo says: a cron schedule adjusts for DST, an interval not."""
+        return self._interval is None
 
     def next_after(self, moment: datetime) -> datetime:
         if self._interval is not None:
@@ -92,19 +97,19 @@ class TimerListener:
         return following, True
 
     def _fire(self, *, scheduled: datetime, past_due: bool, reason: str) -> None:
-        next_due = self.schedule.next_after(scheduled)
-        request = TimerRequest(
-            past_due=past_due,
-            schedule_status={
+        # The host's TimerInfo, serialized to JSON as the host sends it.
+        timer_info = {
+            "Schedule": {"AdjustForDST": self.schedule.adjusts_for_dst},
+            "ScheduleStatus": {
                 "Last": (self.last or datetime.min.replace(tzinfo=UTC)).isoformat(),
-                "Next": next_due.isoformat(),
+                "Next": self.schedule.next_after(scheduled).isoformat(),
                 "LastUpdated": datetime.now(UTC).isoformat(),
             },
-            schedule={"AdjustForDST": False},
-        )
+            "IsPastDue": past_due,
+        }
         invoke(
             self.spec,
-            {self.spec.arg_name: request},
+            typed_data(timer_info),
             reason="Timer fired at " + scheduled.isoformat()
             if reason == "timer"
             else "This function was started on host startup (runOnStartup).",

@@ -1,19 +1,35 @@
 """One Azurite and one Service Bus emulator per test session; each test runs its own
-``LocalHost`` over ``sample_app`` with only the functions it tests."""
+``LocalHost`` over ``sample_app.py`` with only the functions it tests.
+
+The worker imports the app by its file name from its folder (the script root), as the top-level
+module ``sample_app``; the tests read what the functions saw from that same module."""
 
 from __future__ import annotations
 
+import importlib
 import logging
+import sys
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from localdev.host import LocalHost
 
-from . import sample_app
-
 logging.getLogger("localdev.host").setLevel(logging.INFO)
+
+SAMPLE_APP = Path(__file__).with_name("sample_app.py")
+
+
+def sample_app() -> ModuleType:
+    """The sample app's module, the one the worker runs."""
+    folder = str(SAMPLE_APP.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(SAMPLE_APP.stem)
+
 
 # Queues of the emulator config: one per test that needs a clean one.
 LOCK_DURATION_SECONDS = 2
@@ -29,6 +45,7 @@ SESSION_QUEUES = (
     "sessions-no-renewal",
     "sessions-release",
     "sessions-no-release",
+    "sessions-fields",
 )
 PLAIN_QUEUES = (
     "plain-tasks",
@@ -104,10 +121,11 @@ def servicebus_connection_string() -> Iterator[str]:
 
 
 @pytest.fixture
-def seen() -> Iterator[sample_app.Seen]:
-    sample_app.SEEN.clear()
-    yield sample_app.SEEN
-    sample_app.SEEN.clear()
+def seen() -> Iterator[Any]:
+    record = sample_app().SEEN
+    record.clear()
+    yield record
+    record.clear()
 
 
 @pytest.fixture
@@ -119,13 +137,15 @@ def run_host() -> Iterator[Callable[..., LocalHost]]:
         functions: list[str],
         settings: Mapping[str, str] | None = None,
         host_json: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> LocalHost:
         host = LocalHost(
-            sample_app.app,
+            SAMPLE_APP,
             dict(settings or {}),
             dict(host_json or FAST_HOST_JSON),
             functions=functions,
             drain_timeout=10,
+            **options,
         )
         hosts.append(host.start())
         return host

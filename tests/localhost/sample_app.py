@@ -262,3 +262,33 @@ def storage_queue(msg: func.QueueMessage) -> None:
     )
     if body.startswith("fail"):
         raise ValueError(f"{body} on purpose")
+
+
+# -- what a Service Bus function gets -----------------------------------------------------------
+
+MESSAGE_FIELDS = (
+    "message_id", "session_id", "sequence_number", "enqueued_sequence_number", "lock_token",
+    "delivery_count", "time_to_live", "enqueued_time_utc", "expires_at_utc", "locked_until_utc",
+    "scheduled_enqueue_time_utc", "content_type", "correlation_id", "subject", "to", "reply_to",
+    "reply_to_session_id", "partition_key", "application_properties", "dead_letter_reason",
+    "dead_letter_error_description", "dead_letter_source", "state",
+)  # fmt: skip
+
+
+def message_fields(message: Any) -> dict[str, Any]:
+    """The public fields of an ``azure.servicebus.ServiceBusReceivedMessage``, comparable."""
+    fields: dict[str, Any] = {name: getattr(message, name) for name in MESSAGE_FIELDS}
+    fields["lock_token"] = str(fields["lock_token"]) if fields["lock_token"] else None
+    fields["state"] = int(fields["state"]) if fields["state"] is not None else None
+    fields["body"] = b"".join(message.body)
+    return fields
+
+
+@app.service_bus_queue_trigger(
+    arg_name="message",
+    queue_name="%FIELDS_QUEUE%",
+    connection="ServiceBusConnection",
+    is_sessions_enabled=True,
+)
+def message_as_received(message: ServiceBusReceivedMessage) -> None:
+    SEEN.add("message_as_received", type=type(message).__name__, **message_fields(message))

@@ -48,7 +48,7 @@ def test_the_cli_runs_the_app_logs_invocations_and_stops_gracefully(tmp_path: Pa
             "--host-json",
             str(tmp_path / "host.json"),
             "--app",
-            "tests.localhost.sample_app",
+            str(REPO_ROOT / "tests" / "localhost" / "sample_app.py"),
             "--functions",
             "public",
             "slow",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -110,3 +111,101 @@ def test_route_prefix_and_generated_keys(run_host: Callable[..., LocalHost]) -> 
     assert len(key) >= 32
     assert call(f"{host.http_url}/v1/items/1/a", headers={"x-functions-key": key})[0] == 200
     assert call(f"{host.http_url}/api/items/1/a", headers={"x-functions-key": key})[0] == 404
+
+
+# -- reading the request: malformed lengths, slow bodies, large bodies -------------------------
+
+BODY_LIMIT = 100
+
+
+@pytest.fixture
+def strict_host(run_host: Callable[..., LocalHost]) -> LocalHost:
+    """A host that takes 100-byte bodies and half a second to read one; a test that waited for
+    a body the host should refuse at once would wait for the read timeout and get 408."""
+    return run_host(
+        HTTP_FUNCTIONS,
+        settings={**KEYS, "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT": str(BODY_LIMIT)},
+        http_read_timeout=0.5,
+    )
+
+
+def raw_request(host: LocalHost, head: str, body: bytes = b"") -> tuple[int, dict[str, Any]]:
+    """Send ``head`` (request line and headers) and ``body`` as they are; return the status and
+    the JSON document of the answer."""
+    port = int(host.http_url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
+        response = connection.makefile("rb")
+        status = int(response.readline().split()[1])
+        length = 0
+        while (line := response.readline().strip()) != b"":
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        content = response.read(length)
+    return status, json.loads(content) if content else {}
+
+
+def post_head(length_headers: str) -> str:
+    return (
+        "POST /api/items/1/a HTTP/1.1\nHost: 127.0.0.1\nx-functions-key: host-key\n"
+        f"{length_headers}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "length_headers",
+    [
+        "Content-Length: -1",
+        "Content-Length: ten",
+        "Content-Length: 5\nContent-Length: 6",
+        "Content-Length: 5, 6",
+        "Content-Length: 0x10",
+        "Content-Length: 5\nTransfer-Encoding: chunked",
+    ],
+)
+def test_a_malformed_content_length_is_a_400_at_once(
+    strict_host: LocalHost, seen: Any, length_headers: str
+) -> None:
+    status, problem = raw_request(strict_host, post_head(length_headers))
+    assert status == 400
+    assert problem["status"] == 400
+    assert problem["errors"][0]["field"] == "Content-Length"
+    assert seen.of("items") == []
+
+
+def test_a_repeated_equal_content_length_is_one_length(strict_host: LocalHost, seen: Any) -> None:
+    status, _ = raw_request(strict_host, post_head("Content-Length: 5, 5"), b"hello")
+    assert status == 201
+    assert [c["body"] for c in seen.of("items")] == ["hello"]
+
+
+def test_a_body_that_does_not_arrive_in_time_is_a_408(strict_host: LocalHost, seen: Any) -> None:
+    status, problem = raw_request(strict_host, post_head("Content-Length: 10"), b"abc")
+    assert status == 408
+    assert problem["errors"][0]["field"] == "body"
+    assert seen.of("items") == []
+
+
+def test_a_body_over_the_limit_is_a_413_without_being_read(
+    strict_host: LocalHost, seen: Any
+) -> None:
+    # Nothing of the declared body is sent: had the host waited for it, it would answer 408.
+    status, problem = raw_request(strict_host, post_head(f"Content-Length: {BODY_LIMIT + 1}"))
+    assert status == 413
+    assert problem["limit"] == BODY_LIMIT
+    assert problem["errors"][0]["field"] == "body"
+    # A chunked body is refused as soon as it passes the limit.
+    chunk = b"%x\r\n%s\r\n" % (BODY_LIMIT + 1, b"x" * (BODY_LIMIT + 1))
+    status, problem = raw_request(strict_host, post_head("Transfer-Encoding: chunked"), chunk)
+    assert status == 413
+    assert seen.of("items") == []
+
+
+def test_a_chunked_body_within_the_limit_reaches_the_function(
+    strict_host: LocalHost, seen: Any
+) -> None:
+    chunks = b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+    status, _ = raw_request(strict_host, post_head("Transfer-Encoding: chunked"), chunks)
+    assert status == 201
+    assert [c["body"] for c in seen.of("items")] == ["hello world"]
