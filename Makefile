@@ -34,7 +34,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt | python
 	@touch $@
 
 $(RPC_PROTOS): $(VENV)/.installed localdev/host/rpc_build.py
-	@$(PY) -m localdev.host.rpc_build --force
+	@$(PY) localdev/host/rpc_build.py --force
 
 node_modules/.installed: package.json package-lock.json
 	@echo "==> node_modules: installing Azurite (about 30 s cold)"
