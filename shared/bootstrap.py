@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .adapters.table_import_progress import TableImportProgress
     from .service_layer.ports import (
         AuditTrail,
+        Confirmations,
         DeadLetterCounter,
         DeadLetterSource,
         ImportManifests,
@@ -165,6 +166,12 @@ class Container:
         from .adapters.table_audit import AUDIT_TABLE, TableAuditTrail
 
         return TableAuditTrail(self._table_service.get_table_client(AUDIT_TABLE))
+
+    @cached_property
+    def confirmations(self) -> Confirmations:
+        from .adapters.table_confirmations import CONFIRMATIONS_TABLE, TableConfirmations
+
+        return TableConfirmations(self._table_service.get_table_client(CONFIRMATIONS_TABLE))
 
     @cached_property
     def dead_letter_counter(self) -> DeadLetterCounter:

@@ -12,6 +12,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from ..domain.archive import ArchivedMessage, FailedSession, FailureRecord
 from ..domain.audit import AuditEntry
+from ..domain.confirmations import BulkAction, Confirmation, Selection
 from ..domain.envelope import TaskMessage
 from ..domain.import_jobs import JobManifest
 from ..domain.payments import Charge
@@ -244,4 +245,14 @@ class AuditTrail(Protocol):
 
     def history(self, session_id: str) -> list[AuditEntry]:
         """The session's entries, oldest first; empty when there are none."""
+        ...
+
+
+class Confirmations(Protocol):
+    def issue(
+        self, action: BulkAction, selection: Selection, sessions: int, digest: str, expires_at: str
+    ) -> Confirmation: ...
+
+    def redeem(self, token: str) -> Confirmation:
+        """Once per token; raises ``ConfirmationRefused`` when unknown or already redeemed."""
         ...

@@ -48,6 +48,9 @@ CONSOLE_ROUTES = {
     "console_static": ("console/static/{name}", ["GET"]),
     "console_replay": ("console/sessions/{session_id}/replay", ["POST"]),
     "console_edit": ("console/sessions/{session_id}/edit", ["GET", "POST"]),
+    "console_bulk_replay_preview": ("console/bulk-replay/preview", ["POST"]),
+    "console_bulk_replay": ("console/bulk-replay", ["POST"]),
+    "console_replay_progress": ("console/replays/{request_id}", ["GET"]),
 }
 
 

@@ -99,3 +99,43 @@ def test_an_import_row_with_a_wrong_currency_is_edited_replayed_and_imported(
     page.locator("details summary").first.click()
     expect(page.locator("pre").first).to_contain_text('"currency": "EURO"')
     screenshot(page, "07-edited-and-replayed")
+
+
+def test_a_group_is_bulk_replayed_through_a_preview_and_a_confirmation(
+    console: Console, page: Page
+) -> None:
+    wirth = console.demo.sessions["Niklaus Wirth"]  # an outage session
+    console.payments.reset_outage()
+    summary = console.api.failed_session(wirth)
+    group = [
+        s["session_id"]
+        for s in console.api.failed_sessions(task=summary["failed_task"], reason=summary["reason"])
+    ]
+    assert wirth in group
+    sign_in(page, console)
+    page.goto(f"{console.url}/sessions/{quote(wirth, safe='')}")
+    page.get_by_role("link", name=re.compile(f"{summary['reason']}$")).click()
+    page.get_by_role("button", name="Replay this group…").click()
+
+    expect(page.get_by_role("heading", level=1)).to_have_text(
+        f"Replay {len(group)} session{'' if len(group) == 1 else 's'}?"
+    )
+    screenshot(page, "08-bulk-preview")
+    form = {
+        name: str(page.locator(f"main input[name={name}]").get_attribute("value"))
+        for name in ("token", "csrf_token")
+    }
+    page.get_by_label(re.compile("^Why")).fill("payment provider back up")
+    page.get_by_role("button", name=re.compile("^Confirm: replay")).click()
+
+    expect(page.get_by_role("status")).to_contain_text("completed", timeout=60_000)
+    replayed = page.locator(".tiles div").filter(has=page.get_by_text("Replayed", exact=True))
+    replayed = replayed.locator("dd")
+    expect(replayed).to_have_text(str(len(group)))
+    screenshot(page, "09-bulk-progress")
+    polling.wait_for(lambda: _receipt_sent(console, wirth), 60, "the bulk-replayed order's receipt")
+
+    # The confirmation was used: sending it again starts nothing.
+    again = page.request.post(f"{console.url}/bulk-replay", form={**form, "note": "again"})
+    assert again.status == 409
+    assert "already used" in again.text()

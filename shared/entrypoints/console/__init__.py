@@ -2,6 +2,6 @@
 ``docs/console.md``): ``frame`` lets people in and serves the assets, ``pages`` renders what
 the services read, ``actions`` carries out what operators decide."""
 
-from . import actions, frame, pages
+from . import actions, bulk, frame, pages
 
-BLUEPRINTS = (frame.bp, pages.bp, actions.bp)
+BLUEPRINTS = (frame.bp, pages.bp, actions.bp, bulk.bp)

@@ -1,0 +1,116 @@
+"""Bulk actions on failed sessions in two steps: ``preview_bulk_replay`` counts the sessions and
+groups a replay would touch and issues a confirmation token; ``confirm_bulk_replay`` redeems it
+(once), checks that the selection still holds exactly those sessions, and only then queues the
+replay, whose run claims each session like a single replay does. Each session's history
+records who asked for it and why."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from ..domain.audit import AuditEntry, required_note
+from ..domain.confirmations import GroupCount, Preview, Selection, check, digest_of, expiry
+from ..domain.errors import InvalidInput
+from ..domain.replays import ReplayRequest
+from .failed_sessions import MAX_PAGE_SIZE, list_failed_sessions
+from .ports import (
+    AuditTrail,
+    Confirmations,
+    DeadLetterArchive,
+    ReplayQueue,
+    ReplayRequestStore,
+)
+from .replay import request_bulk_replay
+
+Clock = Callable[[], datetime]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def preview_bulk_replay(
+    archive: DeadLetterArchive,
+    confirmations: Confirmations,
+    selection: Selection,
+    *,
+    clock: Clock = _now,
+) -> Preview:
+    """How many failed sessions of which groups a bulk replay of ``selection`` would replay,
+    and the token that confirms exactly those. Raises ``InvalidInput`` for an empty selection
+    or one that matches nothing."""
+    if not (selection.task or selection.reason):
+        raise InvalidInput("task", "give a task and/or a reason to choose the sessions")
+    if selection.fingerprint:
+        raise InvalidInput("fingerprint", "a bulk replay chooses by queue, task and reason")
+    sessions = _selected(archive, selection)
+    if not sessions:
+        raise InvalidInput("reason", "matches no failed session: nothing to replay")
+    counts = Counter((queue, task, reason) for _, queue, task, reason in sessions)
+    confirmation = confirmations.issue(
+        "bulk-replay",
+        selection,
+        len(sessions),
+        digest_of(s[0] for s in sessions),
+        expiry(clock()),
+    )
+    groups = tuple(
+        GroupCount(queue, task, reason, n)
+        for (queue, task, reason), n in sorted(counts.items(), key=lambda i: -i[1])
+    )
+    return Preview(confirmation, groups)
+
+
+def confirm_bulk_replay(
+    archive: DeadLetterArchive,
+    confirmations: Confirmations,
+    requests: ReplayRequestStore,
+    queue: ReplayQueue,
+    audit: AuditTrail,
+    token: str,
+    *,
+    who: str,
+    note: str | None,
+    clock: Clock = _now,
+) -> ReplayRequest:
+    """Queue the bulk replay the token confirms. Raises ``InvalidInput`` ("note") before the
+    token is used, and ``ConfirmationRefused`` when the token is unknown, used, expired, or
+    the selection no longer holds the sessions the preview counted."""
+    why = required_note(note)
+    confirmation = confirmations.redeem(token)
+    sessions = _selected(archive, confirmation.selection)
+    check(confirmation, "bulk-replay", (s[0] for s in sessions), clock())
+    selection = confirmation.selection
+    request = request_bulk_replay(
+        requests, queue, queue_name=selection.queue, task=selection.task, reason=selection.reason
+    )
+    at = clock().isoformat()
+    for session_id, *_ in sessions:
+        audit.record(
+            AuditEntry(session_id, "bulk-replay", who, at, f"{why} ({request.request_id})")
+        )
+    return request
+
+
+def _selected(
+    archive: DeadLetterArchive, selection: Selection
+) -> list[tuple[str, str, str | None, str]]:
+    """(session id, queue, failed task, reason) of every failed session the selection holds."""
+    found = []
+    continuation: str | None = None
+    while True:
+        page = list_failed_sessions(
+            archive,
+            queue=selection.queue,
+            task=selection.task,
+            reason=selection.reason,
+            status="failed",
+            page_size=MAX_PAGE_SIZE,
+            continuation=continuation,
+        )
+        found += [(s.session_id, s.queue, s.failed_task, s.reason) for s in page.items]
+        continuation = page.continuation
+        if not continuation:
+            return found
