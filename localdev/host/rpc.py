@@ -21,7 +21,7 @@ def _compiled(name: str) -> Any:
     except ImportError as error:
         raise HostConfigurationError(
             "The Functions RPC protocol is not compiled: run `make setup` "
-            f"(or `python -m localdev.host.rpc_build`). {error}"
+            f"(or `python localdev/host/rpc_build.py`). {error}"
         ) from error
 
 

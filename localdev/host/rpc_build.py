@@ -1,4 +1,4 @@
-"""``python -m localdev.host.rpc_build``: compile the Functions RPC protocol
+"""``python localdev/host/rpc_build.py``: compile the Functions RPC protocol
 (FunctionRpc.proto and its imports, package ``AzureFunctionsRpcMessages``) into
 ``localdev/host/_rpc/`` (git-ignored), for the host's calls into ``azure-functions-runtime``.
 
@@ -137,7 +137,7 @@ def build(force: bool = False) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m localdev.host.rpc_build", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python localdev/host/rpc_build.py", description=__doc__)
     parser.add_argument("--force", action="store_true", help="rebuild even when up to date")
     build(force=parser.parse_args(argv).force)
     return 0
