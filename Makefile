@@ -5,28 +5,37 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CHECKOV_VENV := .venv-checkov
 
-.PHONY: setup test lint clean python chromium
+.PHONY: setup run-deps test lint clean python chromium
 
 # What the app, the local stack and the demo need; `setup` adds checkov for tests/infra and
-# Chromium for the console's browser tests.
+# Chromium for the console's browser tests. Both install two things at a time: npm's work
+# overlaps uv's and checkov's.
 # The local host talks to Microsoft's Python worker in the Functions RPC protocol, compiled here
 # from Microsoft's published build of it (localdev/host/rpc_build.py, localdev/host/README.md).
 RPC_PROTOS := localdev/host/_rpc/SOURCE
 CONSOLE_HTMX := shared/console/static/htmx.min.js
 RUN_DEPS := $(VENV)/.installed node_modules/.installed $(RPC_PROTOS) $(CONSOLE_HTMX)
-setup: $(RUN_DEPS) $(CHECKOV_VENV)/.installed chromium
+setup:
+	@$(MAKE) --no-print-directory -s -j2 $(RUN_DEPS) $(CHECKOV_VENV)/.installed chromium
+run-deps:
+	@$(MAKE) --no-print-directory -s -j2 $(RUN_DEPS)
 
 python:
 	@test -n "$(PYTHON)" || { tools/find-python; exit 1; }
 
-# uv installs the packages in about a tenth of pip's time; pip is the fallback when uv cannot be
-# installed. A venv made by another Python version is replaced.
+# uv installs the packages: first from its cache alone (--offline: under a second when the cache
+# holds them, as on any machine that installed them once), else downloading what is missing (about
+# a minute cold); pip is the fallback when uv cannot be installed. A venv made by another Python
+# version is replaced.
+UV = $(VENV)/bin/uv
 $(VENV)/.installed: requirements.txt requirements-dev.txt | python
 	@$(PY) -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null \
-	  || { echo "==> $(VENV): new venv with $(PYTHON)"; rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
-	@echo "==> $(VENV): installing the app's and the tests' packages (about 40 s cold, with uv)"
-	@if $(PY) -m pip install --quiet --disable-pip-version-check uv; then \
-	  $(VENV)/bin/uv pip install --quiet --python $(PY) -r requirements-dev.txt; \
+	  || { echo "==> $(VENV): new venv with $(PYTHON) (about 5 s)"; rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
+	@echo "==> $(VENV): installing the app's and the tests' packages with uv"
+	@if test -x $(UV) || $(PY) -m pip install --quiet --disable-pip-version-check uv; then \
+	  $(UV) pip install --quiet --offline --python $(PY) -r requirements-dev.txt 2>/dev/null \
+	  || { echo "==> $(VENV): uv's cache lacks some packages: downloading them (about a minute)"; \
+	       $(UV) pip install --python $(PY) -r requirements-dev.txt; }; \
 	else \
 	  echo "==> uv unavailable: pip instead (about 2 min cold)"; \
 	  $(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt; \
@@ -37,7 +46,7 @@ $(RPC_PROTOS): $(VENV)/.installed localdev/host/rpc_build.py
 	@$(PY) localdev/host/rpc_build.py --force
 
 node_modules/.installed: package.json package-lock.json
-	@echo "==> node_modules: installing Azurite (about 30 s cold)"
+	@echo "==> node_modules: installing Azurite with npm (about 20 s from npm's cache, longer when it downloads)"
 	@npm ci --no-audit --no-fund --loglevel=error --prefer-offline
 	@touch $@
 
@@ -62,7 +71,8 @@ CHECKOV_REQUIREMENT := checkov>=3.2,<4
 $(CHECKOV_VENV)/.installed: $(VENV)/.installed
 	@echo "==> $(CHECKOV_VENV): installing checkov for tests/infra (about 30 s cold)"
 	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
-	@$(VENV)/bin/uv pip install --quiet --python $(CHECKOV_VENV)/bin/python '$(CHECKOV_REQUIREMENT)' 2>/dev/null \
+	@$(UV) pip install --quiet --offline --python $(CHECKOV_VENV)/bin/python '$(CHECKOV_REQUIREMENT)' 2>/dev/null \
+	  || $(UV) pip install --quiet --python $(CHECKOV_VENV)/bin/python '$(CHECKOV_REQUIREMENT)' 2>/dev/null \
 	  || $(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check '$(CHECKOV_REQUIREMENT)'
 	@echo '$(CHECKOV_REQUIREMENT)' > $@
 
@@ -81,14 +91,34 @@ lint: setup
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) node_modules localdev/host/_rpc .pytest_cache .mypy_cache .ruff_cache
 
-# The whole app locally: Azurite, the Service Bus emulator and the local Functions host.
-.PHONY: up
-up: $(RUN_DEPS)
-	$(PY) -m localdev.stack
+# The whole app locally: Azurite, the Service Bus emulator, an SMTP sink and the local
+# Functions host, on the standard ports, with their data kept in .data/ across restarts.
+.PHONY: up reset
+up: run-deps
+	@$(PY) -m localdev.up
+
+# Start clean: deletes .data/ (refused while `make up` runs).
+reset:
+	@if test -x $(PY); then $(PY) -m localdev.up --reset; else rm -rf .data && echo "Deleted .data/"; fi
 
 # The whole story end to end on this machine: imports a catalogue with the Spark job, submits
 # orders (some designed to fail), archives the dead letters, replays the outage. Exit code 0
 # only when it came out as expected.
 .PHONY: demo
-demo: $(RUN_DEPS)
-	$(PY) -m localdev.demo
+demo: run-deps
+	@$(PY) -m localdev.demo
+
+# The Python SDK's own samples, for tests/emulator/test_python_samples.py (it runs the topic and
+# subscription ones against the emulator): from the azure-servicebus sdist on PyPI, 7.11.4 being
+# the last release whose samples take a connection string; unpacked into the git-ignored venv.
+SERVICEBUS_SAMPLES_VERSION := 7.11.4
+SERVICEBUS_SAMPLES := $(VENV)/servicebus-samples-$(SERVICEBUS_SAMPLES_VERSION)
+setup: $(SERVICEBUS_SAMPLES)/.installed
+$(SERVICEBUS_SAMPLES)/.installed: | $(VENV)/.installed
+	@echo "==> $(SERVICEBUS_SAMPLES): the samples of the azure-servicebus $(SERVICEBUS_SAMPLES_VERSION) sdist"
+	@rm -rf $(SERVICEBUS_SAMPLES) && mkdir -p $(SERVICEBUS_SAMPLES)
+	@$(PY) -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+	  'azure-servicebus==$(SERVICEBUS_SAMPLES_VERSION)' -d $(SERVICEBUS_SAMPLES)
+	@tar -xzf $(SERVICEBUS_SAMPLES)/azure*servicebus-$(SERVICEBUS_SAMPLES_VERSION).tar.gz \
+	  -C $(SERVICEBUS_SAMPLES) --strip-components=1 --wildcards '*/samples/*'
+	@touch $@

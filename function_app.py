@@ -12,12 +12,14 @@ import logging
 import azure.functions as func
 
 from shared.entrypoints import (
+    archive_timer,
     console,
-    dead_letters,
+    failed_sessions_http,
     imports_http,
     orders_http,
     product_import_tasks,
     purchase_tasks,
+    replays,
 )
 
 logging.getLogger("azure").setLevel(logging.WARNING)  # the SDKs log every HTTP call at INFO
@@ -26,7 +28,9 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 app.register_functions(orders_http.bp)
 app.register_functions(purchase_tasks.bp)
 app.register_functions(product_import_tasks.bp)
-app.register_functions(dead_letters.bp)
+app.register_functions(archive_timer.bp)
+app.register_functions(failed_sessions_http.bp)
+app.register_functions(replays.bp)
 app.register_functions(imports_http.bp)
 for console_blueprint in console.BLUEPRINTS:
     app.register_functions(console_blueprint)

@@ -18,7 +18,10 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from localdev.ports import free_port
 from shared.adapters.azure_clients import azurite_connection_string
+
+__all__ = ["Azurite", "AzuriteError", "free_port", "run_azurite"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 AZURITE = REPO_ROOT / "node_modules" / ".bin" / "azurite"
@@ -55,12 +58,15 @@ def run_azurite(
     table_port: int | None = None,
     location: Path | None = None,
     in_memory: bool = True,
+    log_path: Path | None = None,
     executable: Path = AZURITE,
     startup_timeout: float = 30.0,
 ) -> Iterator[Azurite]:
     """Start Azurite, yield it once all three services accept connections, stop it after.
 
-    A port left as ``None`` is a free one picked by the OS. Raises ``AzuriteError`` (with the
+    A port left as ``None`` is a free one picked by the OS. Azurite keeps its data in
+    ``location`` unless ``in_memory``; its output goes to ``log_path`` (default: in
+    ``location``, a temporary folder when none is given). Raises ``AzuriteError`` (with the
     tail of Azurite's output) when it is missing, exits early or does not listen in time."""
     if not executable.exists():
         raise AzuriteError(f"{executable} is missing: run `make setup` to install Azurite.")
@@ -75,7 +81,8 @@ def run_azurite(
             location=location,
         )
         # Azurite refuses --location with --inMemoryPersistence; the folder still holds our log.
-        log_path = location / "azurite.log"
+        if log_path is None:
+            log_path = location / "azurite.log"
         log = stack.enter_context(log_path.open("wb"))
         command = [
             str(executable),
@@ -103,13 +110,6 @@ def run_azurite(
             yield azurite
         finally:
             _stop(process)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nobody listens on right now (the OS may hand it out again later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
 
 
 def _wait_until_listening(

@@ -2,134 +2,57 @@
 infra/local/config.json), an SMTP sink for the receipts, and function_app.py on the local host,
 wired together.
 
-``python -m localdev.stack`` (``make up``) runs it in the foreground on the standard ports
-(10000-10002, 5672, 7071) when they are free, else on free ones, until Ctrl-C.
-``run_stack()`` is the same stack as a context manager, for ``make demo`` and the end-to-end
-tests: everything it started is stopped on the way out, and the environment is put back.
+``run_stack()`` starts it as a context manager: everything it started is stopped on the way
+out (the host first, so nothing it runs loses the broker under it), and the environment is put
+back. ``make up`` (``localdev/up.py``) runs it in the foreground on the standard ports with its
+data under ``.data/``; ``make demo`` and the end-to-end tests run it on free ports, in memory.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
-import inspect
 import json
-import logging
 import os
 import secrets
-import signal
-import socket
 import sys
-import threading
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
-from email import message_from_bytes, policy
-from email.message import EmailMessage
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from localdev.azurite import Azurite, free_port, run_azurite
+from localdev.azurite import Azurite, run_azurite
 from localdev.host import LocalHost
 from localdev.host.config import load_host_json, load_settings
 from localdev.host.host import HOST_KEY_SETTING, MASTER_KEY_SETTING
+from localdev.mail_sink import MailSink, run_mail_sink
+from localdev.ports import choose_port
+from localdev.stack_layout import (
+    APP_SCRIPT,
+    HOST_JSON,
+    REPO_ROOT,
+    SERVICE_BUS_CONFIG,
+    SETTINGS_FILE,
+    DataLayout,
+    Ports,
+)
 from shared.adapters.azure_clients import ensure_storage
 from shared.config import SERVICE_BUS_CONNECTION, STORAGE_CONNECTION
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-# The emulator config the infrastructure owns (the Docker emulator reads the same file).
-SERVICE_BUS_CONFIG = REPO_ROOT / "infra" / "local" / "config.json"
-SETTINGS_FILE = REPO_ROOT / "local.settings.json"
-HOST_JSON = REPO_ROOT / "host.json"
-APP_SCRIPT = REPO_ROOT / "function_app.py"
-AZURITE_PORTS = (10000, 10001, 10002)
-SERVICE_BUS_PORT = 5672
-SMTP_PORT = 1025
-HTTP_PORT = 7071
-
-logger = logging.getLogger("localdev.stack")
+__all__ = ["HOST_JSON", "LocalStack", "Ports", "create_storage", "run_stack"]
 
 Announce = Callable[[str], None]
-
-
-def port_or_free(port: int, what: str, announce: Announce | None = print) -> int:
-    """``port`` when nothing listens there, else a free one (and say so)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            chosen = free_port()
-            if announce:
-                announce(f"Port {port} ({what}) is taken: using {chosen} instead.")
-            return chosen
-    return port
-
-
-def service_bus_config() -> dict[str, Any]:
-    if not SERVICE_BUS_CONFIG.exists():
-        raise SystemExit(f"{SERVICE_BUS_CONFIG} is missing: it lists the Service Bus queues.")
-    return dict(json.loads(SERVICE_BUS_CONFIG.read_text()))
-
-
-def run_servicebus_emulator(config: dict[str, Any], port: int | None) -> Any:
-    """The emulator's ``run_emulator`` context manager, on ``port`` (``None``: a free one)."""
-    try:
-        from localdev.servicebus_emulator.testing import run_emulator
-    except ImportError as error:
-        raise SystemExit(
-            f"The Service Bus emulator (localdev/servicebus_emulator) cannot be imported: {error}"
-        ) from error
-
-    if port is not None and "port" in inspect.signature(run_emulator).parameters:
-        return run_emulator(config, port=port)
-    return run_emulator(config)
-
-
-@dataclass
-class MailSink:
-    """An SMTP server that accepts every message and keeps it (parsed), so a demo or a test
-    can see which receipts went out. ``echo`` prints one line per message."""
-
-    host: str
-    port: int
-    echo: bool = False
-    messages: list[EmailMessage] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        message = message_from_bytes(envelope.original_content, policy=policy.default)
-        assert isinstance(message, EmailMessage)
-        with self._lock:
-            self.messages.append(message)
-        if self.echo:
-            print(f"[smtp] {message['Subject']!s} -> {', '.join(envelope.rcpt_tos)}", flush=True)
-        return "250 OK"
-
-    def received(self) -> list[EmailMessage]:
-        with self._lock:
-            return list(self.messages)
-
-
-@contextmanager
-def run_mail_sink(port: int | None = None, *, echo: bool = False) -> Iterator[MailSink]:
-    from aiosmtpd.controller import Controller
-
-    sink = MailSink(host="127.0.0.1", port=port or free_port(), echo=echo)
-    controller = Controller(sink, hostname=sink.host, port=sink.port)
-    controller.start()
-    try:
-        yield sink
-    finally:
-        controller.stop()
 
 
 @dataclass(frozen=True)
 class LocalStack:
     azurite: Azurite
-    emulator: Any  # localdev.servicebus_emulator.testing's running emulator
+    emulator: Any  # localdev.servicebus_emulator.testing.EmulatorProcess
     mail: MailSink
     host: LocalHost
     settings: Mapping[str, str]  # the app settings the host runs with
+    data: DataLayout | None  # None: everything in memory, gone when the stack stops
 
     @property
     def api_url(self) -> str:
@@ -155,8 +78,8 @@ def run_stack(
     settings_file: Path = SETTINGS_FILE,
     overrides: Mapping[str, str] | None = None,
     host_json: Mapping[str, Any] | None = None,
-    standard_ports: bool = False,
-    http_port: int | None = None,
+    ports: Ports | None = None,
+    data_dir: Path | None = None,
     echo_mail: bool = False,
     announce: Announce | None = None,
 ) -> Iterator[LocalStack]:
@@ -165,31 +88,55 @@ def run_stack(
     Settings: the ``Values`` of ``settings_file`` (its .example when absent), where an
     environment variable of the same name wins (as with ``func start``), then ``overrides``,
     then the connections of what this stack started. ``host_json`` defaults to host.json.
-    With ``standard_ports`` each service takes its usual port when it is free; otherwise
-    every port is a free one, so the stack never collides with another (a running ``make up``).
+    Each service listens on its port in ``ports`` unless another process holds it (then on a
+    free one, and ``announce`` says which process holds it); by default every port is a free
+    one, so the stack never collides with another (a running ``make up``).
+    With ``data_dir`` Azurite and the emulator keep their data there across runs, the logs go
+    to its ``logs`` folder, and the function keys generated on the first run are kept there;
+    without, everything is in memory.
     """
     say: Announce = announce or (lambda _: None)
+    ports = ports or Ports()
 
-    def port(standard: int, what: str) -> int | None:
-        return port_or_free(standard, what, announce) if standard_ports else None
+    def port(wanted: int, what: str) -> int:
+        return choose_port(wanted, what, announce=announce)
 
     file_values = load_settings(settings_file)
     values = {name: os.environ.get(name, value) for name, value in file_values.items()}
     values.update(overrides or {})
+    data = DataLayout(data_dir) if data_dir is not None else None
     with ExitStack() as stack:
-        blob, queue, table = (port(p, "Azurite") for p in AZURITE_PORTS)
+        if data is not None:
+            data.logs.mkdir(parents=True, exist_ok=True)
+            logs = data.logs
+            keys = _function_keys(data.function_keys)
+            values = {**{k: v for k, v in keys.items() if k not in os.environ}, **values}
+        else:
+            logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="localstack-")))
         azurite = stack.enter_context(
-            run_azurite(blob_port=blob, queue_port=queue, table_port=table)
+            run_azurite(
+                blob_port=port(ports.blob, "Azurite blob"),
+                queue_port=port(ports.queue, "Azurite queue"),
+                table_port=port(ports.table, "Azurite table"),
+                location=data.azurite if data else None,
+                in_memory=data is None,
+                log_path=logs / "azurite.log",
+            )
         )
         say(
             f"Azurite: blob {azurite.blob_port}, queue {azurite.queue_port}, "
             f"table {azurite.table_port}"
         )
         emulator = stack.enter_context(
-            run_servicebus_emulator(service_bus_config(), port(SERVICE_BUS_PORT, "Service Bus"))
+            run_servicebus_emulator(
+                port=port(ports.servicebus, "Service Bus"),
+                http_port=port(ports.servicebus_http, "Service Bus emulator status"),
+                data_dir=data.servicebus if data else None,
+                log_path=logs / "servicebus.log",
+            )
         )
-        say(f"Service Bus emulator: {emulator.connection_string}")
-        mail = stack.enter_context(run_mail_sink(port(SMTP_PORT, "SMTP"), echo=echo_mail))
+        say(f"Service Bus emulator: amqp port {emulator.port}, status {emulator.http_url}")
+        mail = stack.enter_context(run_mail_sink(port(ports.smtp, "SMTP"), echo=echo_mail))
         say(f"SMTP sink (receipts are kept, not sent): {mail.host}:{mail.port}")
 
         # What this stack started wins over local.settings.json: the app must talk to it.
@@ -222,59 +169,53 @@ def run_stack(
             APP_SCRIPT,
             values,
             copy.deepcopy(dict(host_json)) if host_json else load_host_json(HOST_JSON),
-            http_port=http_port if http_port is not None else port(HTTP_PORT, "HTTP") or 0,
+            http_port=port(ports.http, "HTTP"),
         )
         stack.enter_context(host)
-        yield LocalStack(azurite, emulator, mail, host, dict(values))
+        yield LocalStack(azurite, emulator, mail, host, dict(values), data)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m localdev.stack", description=__doc__)
-    parser.add_argument("--settings", type=Path, default=SETTINGS_FILE)
-    parser.add_argument("--port", type=int, default=None, help="HTTP port (default 7071)")
-    parser.add_argument(
-        "--create-storage",
-        action="store_true",
-        help="only create the app's tables, containers and queues in the AzureWebJobsStorage "
-        "account of the settings (e.g. the Azurite of infra/local/docker-compose.yml), then exit",
+@contextmanager
+def run_servicebus_emulator(
+    *, port: int, http_port: int, data_dir: Path | None, log_path: Path
+) -> Iterator[Any]:
+    """The project's emulator with the queues of infra/local/config.json, as a subprocess;
+    with ``data_dir`` its messages survive a restart."""
+    if not SERVICE_BUS_CONFIG.exists():
+        raise SystemExit(f"{SERVICE_BUS_CONFIG} is missing: it lists the Service Bus queues.")
+    try:
+        from localdev.servicebus_emulator.testing import EmulatorProcess
+    except ImportError as error:
+        raise SystemExit(
+            f"The Service Bus emulator (localdev/servicebus_emulator) cannot be imported: {error}"
+        ) from error
+
+    emulator = EmulatorProcess(
+        SERVICE_BUS_CONFIG, host="127.0.0.1", port=port, data_dir=data_dir, log_path=log_path
     )
-    args = parser.parse_args(argv)
-    if args.create_storage:
-        values = load_settings(args.settings)
-        values = {name: os.environ.get(name, value) for name, value in values.items()}
-        from localdev.host.config import connection_string
+    emulator.http_port = http_port
+    emulator.start()
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
 
-        create_storage(
-            connection_string(STORAGE_CONNECTION, values), values.get("REPLAY_QUEUE_NAME")
-        )
-        print("Created the app's tables, containers and queues (those that were missing).")
-        return 0
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", stream=sys.stdout)
-    for noisy in ("azure", "uamqp", "mail.log", "localdev.servicebus_emulator"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
 
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-
-    with run_stack(
-        settings_file=args.settings,
-        standard_ports=True,
-        http_port=args.port,
-        echo_mail=True,
-        announce=lambda line: print(line, flush=True),
-    ) as local:
-        print(
-            f"\nThe app runs at {local.api_url}/  (x-functions-key: {local.function_key}; "
-            f"master key {local.host.function_keys.master})\n"
-            f'Try: curl -H "x-functions-key: {local.function_key}" '
-            f"{local.api_url}/failed-session-groups\n"
-            "Press Ctrl+C to stop everything.",
-            flush=True,
-        )
-        stop.wait()
-        print("Stopping the host, the Service Bus emulator and Azurite...", flush=True)
-    return 0
+def _function_keys(path: Path) -> dict[str, str]:
+    """The host's master and host keys, made on the first run and kept in ``path``, so the key
+    a user copied still works after a restart (a setting of the same name still wins)."""
+    try:
+        keys = {str(k): str(v) for k, v in json.loads(path.read_text()).items()}
+    except (OSError, ValueError):
+        keys = {}
+    if not {MASTER_KEY_SETTING, HOST_KEY_SETTING} <= set(keys):
+        keys = {
+            MASTER_KEY_SETTING: secrets.token_urlsafe(32),
+            HOST_KEY_SETTING: secrets.token_urlsafe(32),
+        }
+        path.write_text(json.dumps(keys, indent=2) + "\n")
+        path.chmod(0o600)
+    return keys
 
 
 def create_storage(connection_string: str, replay_queue: str | None) -> None:
@@ -290,7 +231,3 @@ def create_storage(connection_string: str, replay_queue: str | None) -> None:
         QueueServiceClient.from_connection_string(connection_string),
         queues=queues,
     )
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,21 +1,25 @@
 """The composition root: the one place that builds real adapters and wires the services.
 
-Nothing is built at import time. The first invocation builds what it needs from the
-settings; later invocations of the same worker reuse the clients. Tests and the local host
-install their own container with ``use_container``.
+Nothing is built at import time. Each part of the ``Container`` is built on first use, once
+per container, under the container's lock (the worker runs functions on a thread pool), and
+reused by every later invocation. Tests and the local host replace parts by name
+(``Container(settings, archive=...)`` or ``container.override(archive=...)``) and install
+their container with ``use_container``.
 """
 
 from __future__ import annotations
 
 import threading
-from functools import cached_property
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
+from .adapters import parts as adapters
 from .config import Settings
 from .domain.pipelines import PRODUCT_IMPORT, PURCHASE
+from .service_layer.idempotency import IdempotentRequests
 from .service_layer.import_tasks import import_tasks
-from .service_layer.imports import import_progress_observer
-from .service_layer.processor import FailurePolicy, RetryPolicy, SessionProcessor
+from .service_layer.observers import import_progress_observer, order_progress_observer
+from .service_layer.processor import RetryPolicy, SessionProcessor
 from .service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
 
 if TYPE_CHECKING:
@@ -25,219 +29,172 @@ if TYPE_CHECKING:
     from azure.storage.queue import QueueServiceClient
 
     from .adapters.servicebus_sender import SenderPool
-    from .adapters.table_archive import TableDeadLetterArchive, TableReplayRequests
-    from .adapters.table_import_progress import TableImportProgress
+    from .service_layer.operator_ports import AuditTrail, Confirmations, DeadLetterCounter
     from .service_layer.ports import (
-        AuditTrail,
-        Confirmations,
-        DeadLetterCounter,
+        Archive,
         DeadLetterSource,
+        IdempotencyRecords,
         ImportManifests,
+        ImportProgress,
         MessageResender,
+        OrderNumbers,
+        OrderProgress,
+        PaymentGateway,
+        ProductCatalog,
         ReplayQueue,
+        ReplayRequestStore,
         SessionSeeder,
         TaskSender,
     )
 
+T = TypeVar("T")
+
+
+class Part(Generic[T]):
+    """A part of the container, built by ``build(container)`` on first use."""
+
+    def __init__(self, build: Callable[[Container], T]) -> None:
+        self._build = build
+        self.name = build.__name__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, container: None, owner: type) -> Part[T]: ...
+    @overload
+    def __get__(self, container: Container, owner: type) -> T: ...
+    def __get__(self, container: Container | None, owner: type) -> Part[T] | T:
+        if container is None:
+            return self
+        return container.part(self.name, lambda: self._build(container))
+
+    def __set__(self, container: Container, value: T) -> None:
+        raise AttributeError(f"Replace a part with container.override({self.name}=...)")
+
 
 class Container:
-    """Lazily built, thread-safe enough for the Functions worker (built once per process)."""
+    """The app's parts, built lazily. Overrides replace parts by name (the ``Part``
+    attributes below); an unknown name is refused, so a typo cannot leave a real part in."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
-        self._settings = settings
+    def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
+        self._lock = threading.RLock()  # re-entrant: building a part builds the parts it uses
+        self._parts: dict[str, Any] = {}
+        if settings is not None:
+            self._parts["settings"] = settings
+        self.override(**overrides)
 
-    @cached_property
-    def settings(self) -> Settings:
-        return self._settings or Settings.from_env()
+    def override(self, **parts: Any) -> None:
+        """Replace parts, built or not (a test swaps a port for a failing one mid-test)."""
+        unknown = sorted(name for name in parts if not isinstance(vars(Container).get(name), Part))
+        if unknown:
+            raise AttributeError(f"Container has no part named {', '.join(unknown)}")
+        with self._lock:
+            self._parts.update(parts)
 
-    @cached_property
-    def retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(
-            max_attempts=self.settings.task_max_attempts,
-            min_backoff=self.settings.task_retry_min_backoff_seconds,
-            max_backoff=self.settings.task_retry_max_backoff_seconds,
-        )
+    def part(self, name: str, build: Callable[[], T]) -> T:
+        with self._lock:
+            if name not in self._parts:
+                self._parts[name] = build()
+            return cast(T, self._parts[name])
 
-    @cached_property
-    def purchase_processor(self) -> SessionProcessor:
-        from .adapters.azure_clients import (
-            ORDER_NUMBERS_TABLE,
-            PAYMENTS_TABLE,
-            PRODUCTS_TABLE,
-            RECEIPTS_CONTAINER,
-        )
-        from .adapters.blob_receipts import BlobReceiptStore
-        from .adapters.pdf_receipts import ReportLabReceiptRenderer
-        from .adapters.simulated_payments import TableSimulatedPaymentGateway
-        from .adapters.smtp_email import SmtpEmailSender
-        from .adapters.table_order_numbers import TableOrderNumbers
-        from .adapters.table_products import TableProductCatalog
-
-        settings = self.settings
-        tables = self._table_service
-        deps = PurchaseDependencies(
-            order_numbers=TableOrderNumbers(tables.get_table_client(ORDER_NUMBERS_TABLE)),
-            catalog=TableProductCatalog(tables.get_table_client(PRODUCTS_TABLE)),
-            payments=TableSimulatedPaymentGateway(
-                tables.get_table_client(PAYMENTS_TABLE),
-                decline_tokens=settings.payment_decline_tokens,
-                outage_tokens=settings.payment_outage_tokens,
-            ),
-            receipts=BlobReceiptStore(self._blob_service.get_container_client(RECEIPTS_CONTAINER)),
-            renderer=ReportLabReceiptRenderer(),
-            email=SmtpEmailSender(
-                settings.smtp_host,
-                settings.smtp_port,
-                sender=settings.receipt_email_from,
-                username=settings.smtp_username,
-                password=settings.smtp_password,
-                starttls=settings.smtp_starttls,
-            ),
-            tax_rate=settings.tax_rate,
-            shipping_fee=settings.shipping_fee,
-        )
-        return SessionProcessor(
-            pipeline=PURCHASE,
-            tasks=purchase_tasks(deps),
-            policy=FailurePolicy.STOP_ON_FAILURE,
-            retry=self.retry_policy,
-            journal=self.archive,
-        )
-
-    @cached_property
-    def import_processor(self) -> SessionProcessor:
-        from .adapters.azure_clients import PRODUCTS_TABLE
-        from .adapters.table_products import TableProductCatalog
-
-        catalog = TableProductCatalog(self._table_service.get_table_client(PRODUCTS_TABLE))
-        return SessionProcessor(
-            pipeline=PRODUCT_IMPORT,
-            tasks=import_tasks(catalog),
-            policy=FailurePolicy.CONTINUE_ON_FAILURE,
-            retry=self.retry_policy,
-            journal=self.archive,
-            observer=import_progress_observer(self.import_progress),
-        )
-
-    @cached_property
-    def import_progress(self) -> TableImportProgress:
-        from .adapters.azure_clients import IMPORT_PROGRESS_TABLE
-        from .adapters.table_import_progress import TableImportProgress
-
-        return TableImportProgress(self._table_service.get_table_client(IMPORT_PROGRESS_TABLE))
-
-    @cached_property
-    def import_manifests(self) -> ImportManifests:
-        from .adapters.table_import_manifests import IMPORT_JOBS_TABLE, TableManifestStore
-
-        return TableManifestStore(self._table_service.get_table_client(IMPORT_JOBS_TABLE))
-
-    @cached_property
-    def task_sender(self) -> TaskSender:
-        from .adapters.servicebus_sender import ServiceBusTaskSender
-
-        return ServiceBusTaskSender(self._service_bus, self._senders)
-
-    # -- dead letters, archive, replay -----------------------------------------------------------
-
-    @cached_property
-    def archive(self) -> TableDeadLetterArchive:
-        from .adapters.azure_clients import (
-            DEAD_LETTER_BODIES_CONTAINER,
-            DEAD_LETTERS_TABLE,
-            FAILED_SESSIONS_TABLE,
-        )
-        from .adapters.table_archive import TableDeadLetterArchive
-
-        return TableDeadLetterArchive(
-            self._table_service.get_table_client(DEAD_LETTERS_TABLE),
-            self._table_service.get_table_client(FAILED_SESSIONS_TABLE),
-            self._blob_service.get_container_client(DEAD_LETTER_BODIES_CONTAINER),
-        )
-
-    @cached_property
-    def dead_letter_source(self) -> DeadLetterSource:
-        from .adapters.servicebus_dead_letters import ServiceBusDeadLetterSource
-
-        return ServiceBusDeadLetterSource(self._service_bus)
-
-    @cached_property
-    def audit_trail(self) -> AuditTrail:
-        from .adapters.table_audit import AUDIT_TABLE, TableAuditTrail
-
-        return TableAuditTrail(self._table_service.get_table_client(AUDIT_TABLE))
-
-    @cached_property
-    def confirmations(self) -> Confirmations:
-        from .adapters.table_confirmations import CONFIRMATIONS_TABLE, TableConfirmations
-
-        return TableConfirmations(self._table_service.get_table_client(CONFIRMATIONS_TABLE))
-
-    @cached_property
-    def dead_letter_counter(self) -> DeadLetterCounter:
-        from .adapters.servicebus_waiting import ServiceBusDeadLetterCounter
-
-        return ServiceBusDeadLetterCounter(self._service_bus)
-
-    @cached_property
-    def resender(self) -> MessageResender:
-        from .adapters.servicebus_dead_letters import ServiceBusResender
-
-        return ServiceBusResender(self._service_bus, self._senders)
-
-    @cached_property
-    def session_seeder(self) -> SessionSeeder:
-        from .adapters.servicebus_dead_letters import ServiceBusSessionSeeder
-
-        return ServiceBusSessionSeeder(self._service_bus)
-
-    @cached_property
-    def replay_requests(self) -> TableReplayRequests:
-        from .adapters.azure_clients import REPLAY_REQUESTS_TABLE
-        from .adapters.table_archive import TableReplayRequests
-
-        return TableReplayRequests(self._table_service.get_table_client(REPLAY_REQUESTS_TABLE))
-
-    @cached_property
-    def replay_queue(self) -> ReplayQueue:
-        from .adapters.storage_replay_queue import StorageQueueReplayQueue, replay_queue_client
-
-        queue = self._queue_service.get_queue_client(self.settings.replay_queue_name)
-        return StorageQueueReplayQueue(replay_queue_client(queue))
+    def built(self, name: str) -> bool:
+        with self._lock:
+            return name in self._parts
 
     @property
     def session_queues(self) -> tuple[str, ...]:
         return (self.settings.purchase_queue_name, self.settings.import_queue_name)
 
-    @cached_property
-    def _service_bus(self) -> ServiceBusClient:
-        from .adapters.azure_clients import service_bus_client
+    settings: Part[Settings] = Part(lambda c: Settings.from_env())
+    retry_policy: Part[RetryPolicy] = Part(
+        lambda c: RetryPolicy(
+            max_attempts=c.settings.task_max_attempts,
+            min_backoff=c.settings.task_retry_min_backoff_seconds,
+            max_backoff=c.settings.task_retry_max_backoff_seconds,
+        )
+    )
+    purchase_processor: Part[SessionProcessor] = Part(lambda c: _purchase_processor(c))
+    import_processor: Part[SessionProcessor] = Part(
+        lambda c: SessionProcessor(
+            pipeline=PRODUCT_IMPORT,
+            tasks=import_tasks(c.catalog),
+            retry=c.retry_policy,
+            journal=c.archive,
+            observer=import_progress_observer(c.import_progress),
+        )
+    )
+    idempotent_requests: Part[IdempotentRequests] = Part(
+        lambda c: IdempotentRequests(c.idempotency_records)
+    )
+    # Adapters, each built by ``shared.adapters.parts`` from the clients below.
+    catalog: Part[ProductCatalog] = Part(lambda c: adapters.catalog(c._table_service))
+    order_numbers: Part[OrderNumbers] = Part(lambda c: adapters.order_numbers(c._table_service))
+    payments: Part[PaymentGateway] = Part(lambda c: adapters.payments(c._table_service, c.settings))
+    task_sender: Part[TaskSender] = Part(lambda c: adapters.task_sender(c._service_bus, c._senders))
+    order_progress: Part[OrderProgress] = Part(lambda c: adapters.order_progress(c._table_service))
+    idempotency_records: Part[IdempotencyRecords] = Part(
+        lambda c: adapters.idempotency_records(c._table_service)
+    )
+    import_progress: Part[ImportProgress] = Part(
+        lambda c: adapters.import_progress(c._table_service)
+    )
+    import_manifests: Part[ImportManifests] = Part(
+        lambda c: adapters.import_manifests(c._table_service)
+    )
+    archive: Part[Archive] = Part(lambda c: adapters.archive(c._table_service, c._blob_service))
+    dead_letter_source: Part[DeadLetterSource] = Part(
+        lambda c: adapters.dead_letter_source(c._service_bus)
+    )
+    resender: Part[MessageResender] = Part(lambda c: adapters.resender(c._service_bus, c._senders))
+    session_seeder: Part[SessionSeeder] = Part(lambda c: adapters.session_seeder(c._service_bus))
+    replay_requests: Part[ReplayRequestStore] = Part(
+        lambda c: adapters.replay_requests(c._table_service)
+    )
+    replay_queue: Part[ReplayQueue] = Part(
+        lambda c: adapters.replay_queue(c._queue_service, c.settings.replay_queue_name)
+    )
+    # The operator console's records and the dead letters it counts.
+    audit_trail: Part[AuditTrail] = Part(lambda c: adapters.audit_trail(c._table_service))
+    confirmations: Part[Confirmations] = Part(lambda c: adapters.confirmations(c._table_service))
+    dead_letter_counter: Part[DeadLetterCounter] = Part(
+        lambda c: adapters.dead_letter_counter(c._service_bus)
+    )
+    # Clients, one of each per container.
+    _service_bus: Part[ServiceBusClient] = Part(
+        lambda c: adapters.service_bus_client(c.settings.service_bus)
+    )
+    _senders: Part[SenderPool] = Part(lambda c: adapters.sender_pool(c._service_bus))
+    _table_service: Part[TableServiceClient] = Part(
+        lambda c: adapters.table_service(c.settings.storage)
+    )
+    _blob_service: Part[BlobServiceClient] = Part(
+        lambda c: adapters.blob_service(c.settings.storage)
+    )
+    _queue_service: Part[QueueServiceClient] = Part(
+        lambda c: adapters.queue_service(c.settings.storage)
+    )
 
-        return service_bus_client(self.settings.service_bus)
 
-    @cached_property
-    def _senders(self) -> SenderPool:
-        from .adapters.servicebus_sender import SenderPool
-
-        return SenderPool(self._service_bus)
-
-    @cached_property
-    def _queue_service(self) -> QueueServiceClient:
-        from .adapters.azure_clients import queue_service
-
-        return queue_service(self.settings.storage)
-
-    @cached_property
-    def _table_service(self) -> TableServiceClient:
-        from .adapters.azure_clients import table_service
-
-        return table_service(self.settings.storage)
-
-    @cached_property
-    def _blob_service(self) -> BlobServiceClient:
-        from .adapters.azure_clients import blob_service
-
-        return blob_service(self.settings.storage)
+def _purchase_processor(c: Container) -> SessionProcessor:
+    settings = c.settings
+    deps = PurchaseDependencies(
+        order_numbers=c.order_numbers,
+        catalog=c.catalog,
+        payments=c.payments,
+        receipts=adapters.receipts(c._blob_service),
+        renderer=adapters.receipt_renderer(),
+        email=adapters.email(settings),
+        tax_rate=settings.tax_rate,
+        shipping_fee=settings.shipping_fee,
+    )
+    return SessionProcessor(
+        pipeline=PURCHASE,
+        tasks=purchase_tasks(deps),
+        retry=c.retry_policy,
+        journal=c.archive,
+        observer=order_progress_observer(c.order_progress),
+    )
 
 
 _container: Container | None = None

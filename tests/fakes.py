@@ -4,14 +4,24 @@ inspect it (like dramatiq's stub broker exposes its dead letters)."""
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
-from shared.domain.archive import ArchivedMessage, FailedSession, FailureRecord, SessionNotArchived
+from shared.domain.archive import (
+    ArchivedMessage,
+    FailedSession,
+    FailureRecord,
+    ReplayClaim,
+    SessionNotArchived,
+    SummaryFilter,
+)
 from shared.domain.envelope import TaskMessage
+from shared.domain.idempotency import IdempotencyRecord
 from shared.domain.import_jobs import JobManifest, ManifestNotFound
+from shared.domain.order_status import OrderRecord, StepOutcome
 from shared.domain.payments import Charge, PaymentDeclined, PaymentProviderUnavailable
 from shared.domain.products import Product
 from shared.domain.receipts import Receipt
@@ -48,6 +58,13 @@ class InMemorySessionActions:
         self.settlements.append(("dead_letter", reason, description))
         self.events.append("dead_letter")
 
+    def release_session(self) -> None:
+        self.events.append("release_session")
+
+    @property
+    def released(self) -> bool:
+        return "release_session" in self.events
+
     @property
     def last_settlement(self) -> tuple[str, ...]:
         return self.settlements[-1]
@@ -63,6 +80,9 @@ class InMemoryOrderNumbers:
         if job_id not in self.by_job:
             self.by_job[job_id] = f"{self._prefix}{next(self._counter):08d}"
         return self.by_job[job_id]
+
+    def find(self, job_id: str) -> str | None:
+        return self.by_job.get(job_id)
 
 
 class InMemoryProductCatalog:
@@ -98,6 +118,9 @@ class InMemoryPaymentGateway:
         charge = Charge(f"ch_{len(self.charges) + 1}", idempotency_key, amount, currency)
         self.charges[idempotency_key] = charge
         return charge
+
+    def find(self, idempotency_key: str) -> Charge | None:
+        return self.charges.get(idempotency_key)
 
 
 class InMemoryReceiptStore:
@@ -186,13 +209,18 @@ class InMemoryDeadLetterReader:
 
 
 class InMemoryDeadLetterArchive:
+    """Claims are kept apart from the summaries (as the table keeps them in their own
+    columns) and made under a lock, so of concurrent claims exactly one is recorded."""
+
     TRANSACTION_LIMIT = 100
 
     def __init__(self) -> None:
         self.rows: dict[str | None, dict[str, ArchivedMessage]] = {}
         self.records: dict[str, FailureRecord] = {}
         self.summaries: dict[str, FailedSession] = {}
+        self.claims: dict[str, ReplayClaim] = {}
         self.transactions = 0
+        self._lock = threading.Lock()
 
     # FailureJournal
     def record(self, session_id: str, record: FailureRecord) -> None:
@@ -222,25 +250,24 @@ class InMemoryDeadLetterArchive:
     def get_summary(self, session_id: str) -> FailedSession:
         if session_id not in self.summaries:
             raise SessionNotArchived(session_id)
-        return self.summaries[session_id]
+        return replace(self.summaries[session_id], claim=self.claims.get(session_id))
+
+    def claim_replay(self, session_id: str, claim: ReplayClaim) -> ReplayClaim:
+        with self._lock:
+            if session_id not in self.summaries:
+                raise SessionNotArchived(session_id)
+            return self.claims.setdefault(session_id, claim)
 
     def list_summaries(
-        self,
-        *,
-        queue: str | None = None,
-        task: str | None = None,
-        reason: str | None = None,
-        status: str | None = None,
-        page_size: int = 50,
-        continuation: str | None = None,
+        self, selected: SummaryFilter, *, page_size: int = 50, continuation: str | None = None
     ) -> Page[FailedSession]:
         matching = [
-            s
+            self.get_summary(key)
             for key, s in sorted(self.summaries.items())
-            if (queue is None or s.queue == queue)
-            and (task is None or s.failed_task == task)
-            and (reason is None or s.reason == reason)
-            and (status is None or s.status == status)
+            if (selected.queue is None or s.queue == selected.queue)
+            and (selected.task is None or s.failed_task == selected.task)
+            and (selected.reason is None or s.reason == selected.reason)
+            and (selected.status is None or s.status == selected.status)
             and (continuation is None or key >= continuation)
         ]
         page = matching[:page_size]
@@ -285,6 +312,65 @@ class InMemoryReplayRequests:
     # ReplayQueue
     def enqueue(self, request_id: str) -> None:
         self.queued.append(request_id)
+
+
+class InMemoryIdempotencyRecords:
+    """Versions count writes, as ETags change on every write; every call is atomic."""
+
+    def __init__(self) -> None:
+        self.records: dict[tuple[str, str], IdempotencyRecord] = {}
+        self._versions = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def start(
+        self, scope: str, key: str, record: IdempotencyRecord
+    ) -> tuple[bool, IdempotencyRecord]:
+        with self._lock:
+            found = self.records.get((scope, key))
+            if found is not None:
+                return False, found
+            return True, self._write(scope, key, record)
+
+    def take_over(
+        self, scope: str, key: str, stale: IdempotencyRecord, record: IdempotencyRecord
+    ) -> IdempotencyRecord | None:
+        with self._lock:
+            if self.records.get((scope, key)) != stale:
+                return None
+            return self._write(scope, key, record)
+
+    def finish(self, scope: str, key: str, record: IdempotencyRecord) -> None:
+        with self._lock:
+            self._write(scope, key, record)
+
+    def release(self, scope: str, key: str, record: IdempotencyRecord) -> None:
+        with self._lock:
+            if self.records.get((scope, key)) == record:
+                del self.records[(scope, key)]
+
+    def _write(self, scope: str, key: str, record: IdempotencyRecord) -> IdempotencyRecord:
+        stored = replace(record, version=str(next(self._versions)))
+        self.records[(scope, key)] = stored
+        return stored
+
+
+class InMemoryOrderProgress:
+    def __init__(self) -> None:
+        self.accepted: dict[str, tuple[str, str]] = {}
+        self.steps: dict[str, dict[int, StepOutcome]] = {}
+
+    def accept(self, job_id: str, session_id: str, at: str) -> None:
+        self.accepted[job_id] = (session_id, at)
+
+    def record(self, job_id: str, outcome: StepOutcome) -> None:
+        self.steps.setdefault(job_id, {})[outcome.step] = outcome
+
+    def get(self, job_id: str) -> OrderRecord | None:
+        if job_id not in self.accepted and job_id not in self.steps:
+            return None
+        session_id, at = self.accepted.get(job_id, (None, None))
+        steps = self.steps.get(job_id, {})
+        return OrderRecord(job_id, session_id, at, tuple(steps[n] for n in sorted(steps)))
 
 
 # -- product imports --------------------------------------------------------------------------

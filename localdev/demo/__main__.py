@@ -8,17 +8,16 @@ Exit code 0 only when every check of the story passed.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from localdev.azurite import AzuriteError
-from localdev.stack import HOST_JSON, run_stack
+from localdev.stack import run_stack
 
+from .narration import Narrator
 from .story import DemoAborted, Story
 
 # Settings for the demo (each one is documented in README's settings table): the archive timer
@@ -32,14 +31,6 @@ DEMO_SETTINGS = {
     "PAYMENT_SIMULATOR_DECLINE_TOKENS": "tok_declined",
     "PAYMENT_SIMULATOR_OUTAGE_TOKENS": "",
 }
-
-
-def demo_host_json() -> dict[str, Any]:
-    """host.json, except that a session is let go after 2 idle seconds instead of 30: with 18
-    sessions and 8 at a time, the default would make the demo wait for idle sessions."""
-    document = dict(json.loads(HOST_JSON.read_text()))
-    document["extensions"]["serviceBus"]["sessionIdleTimeout"] = "00:00:02"
-    return document
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +65,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with run_stack(
             overrides=DEMO_SETTINGS,
-            host_json=demo_host_json(),
             announce=lambda line: print(f"   {line}", flush=True),
         ) as stack:
             print(
@@ -82,9 +72,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{len(stack.host.functions)} functions  [{time.monotonic() - started:.0f} s]",
                 flush=True,
             )
-            story = Story(stack, args.log, deadline=started + args.timeout, started=started)
-            ok = story.run()
-            print("\n== Stopping everything the demo started", flush=True)
+            narrator = Narrator(deadline=started + args.timeout, started=started)
+            ok = Story(stack, args.log, narrator).run()
+            print(
+                "\n== Stopping everything the demo started (the host first lets the "
+                "invocations in flight finish)",
+                flush=True,
+            )
     except (DemoAborted, AzuriteError) as error:
         print(f"\nThe demo stopped: {error}\nSee {args.log} for the details.", flush=True)
         return 1

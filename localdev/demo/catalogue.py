@@ -7,12 +7,14 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from azure.servicebus import ServiceBusClient
 
@@ -21,6 +23,8 @@ from shared.domain.pipelines import import_message
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIELDS = ("sku", "name", "price", "currency", "description")
+# The job's own log lines carry its loggers' names (Spark's own lines come from log4j).
+_JOB_LOG_LINE = re.compile(r"\bINFO spark_jobs\.[\w.]+ (.+)$")
 
 
 @dataclass(frozen=True)
@@ -43,73 +47,115 @@ def spark_unavailable() -> str | None:
     return None
 
 
-def import_with_spark(
-    path: Path,
-    *,
-    job_id: str,
-    queue: str,
-    sessions: int,
-    servicebus_connection_string: str,
-    storage_connection_string: str,
-    log_file: Path,
-    timeout: float = 180.0,
-) -> ImportRun:
-    """Run ``python -m spark_jobs.product_import`` on local[2]; its log goes to ``log_file``.
-    Raises ``RuntimeError`` with the log's tail when the job fails."""
-    env = {
-        **os.environ,
-        "ServiceBusConnection": servicebus_connection_string,
-        "AzureWebJobsStorage": storage_connection_string,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-    }
-    command = [
-        sys.executable,
-        "-m",
-        "spark_jobs.product_import",
-        "--input",
-        str(path),
-        "--format",
-        "csv",
-        "--job-id",
-        job_id,
-        "--sessions",
-        str(sessions),
-        "--queue",
-        queue,
-        "--connection-setting",
-        "ServiceBusConnection",
-        "--storage-setting",
-        "AzureWebJobsStorage",
-        "--master",
-        "local[2]",
-    ]
-    with log_file.open("ab") as log:
-        log.write(f"\n==== {' '.join(command)}\n".encode())
-        log.flush()
-        done = subprocess.run(
+class SparkImport:
+    """``python -m spark_jobs.product_import`` on local[2], started at once and running in the
+    background: ``finished()`` says whether it is done, ``news()`` hands over the job's own
+    log lines (its ``spark_jobs`` logger) printed since the last call, ``result()`` waits for
+    the manifest. Everything it prints also goes to ``log_file``."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        job_id: str,
+        queue: str,
+        sessions: int,
+        servicebus_connection_string: str,
+        storage_connection_string: str,
+        log_file: Path,
+    ) -> None:
+        self.job_id = job_id
+        self._log_file = log_file
+        env = {
+            **os.environ,
+            "ServiceBusConnection": servicebus_connection_string,
+            "AzureWebJobsStorage": storage_connection_string,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+        }
+        command = [
+            sys.executable, "-m", "spark_jobs.product_import",
+            "--input", str(path), "--format", "csv",
+            "--job-id", job_id, "--sessions", str(sessions), "--queue", queue,
+            "--connection-setting", "ServiceBusConnection",
+            "--storage-setting", "AzureWebJobsStorage",
+            "--master", "local[2]",
+        ]  # fmt: skip
+        self._lock = threading.Lock()
+        self._stdout: list[str] = []
+        self._news: list[str] = []
+        self._log = log_file.open("a", encoding="utf-8", errors="replace")
+        self._log.write(f"\n==== {' '.join(command)}\n")
+        self._log.flush()
+        self._process = subprocess.Popen(
             command,
             cwd=REPO_ROOT,
             env=env,
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=log,
-            timeout=timeout,
-            check=False,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
         )
-        log.write(done.stdout)
-    manifest = _last_json_line(done.stdout.decode(errors="replace"))
-    if done.returncode != 0 or manifest is None:
-        tail = "\n".join(log_file.read_text(errors="replace").splitlines()[-15:])
-        raise RuntimeError(f"The Spark job failed (exit code {done.returncode}):\n{tail}")
-    return ImportRun(
-        job_id=job_id,
-        rows_read=int(manifest["rows_read"]),
-        rows_rejected=int(manifest["rows_rejected"]),
-        rows_sent=int(manifest["rows_sent"]),
-        sessions=int(manifest["session_count"]),
-        engine="spark",
-    )
+        assert self._process.stdout is not None and self._process.stderr is not None
+        self._readers = [
+            threading.Thread(target=self._read, args=(stream, keep), daemon=True)
+            for stream, keep in ((self._process.stdout, True), (self._process.stderr, False))
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read(self, stream: IO[str], keep: bool) -> None:
+        for line in stream:
+            with self._lock:
+                self._log.write(line)
+                self._log.flush()
+                if keep:
+                    self._stdout.append(line)
+                if said := _JOB_LOG_LINE.search(line.rstrip()):
+                    self._news.append(said.group(1))
+
+    def finished(self) -> bool:
+        return self._process.poll() is not None
+
+    def news(self) -> list[str]:
+        with self._lock:
+            news, self._news = self._news, []
+        return news
+
+    def result(self, timeout: float) -> ImportRun:
+        """The job's manifest once it exits; ``RuntimeError`` with the log's tail when it fails
+        or outlives ``timeout``."""
+        try:
+            self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        for reader in self._readers:
+            reader.join(10)
+        with self._lock:
+            self._log.close()
+            manifest = _last_json_line("".join(self._stdout))
+        if self._process.returncode != 0 or manifest is None:
+            tail = "\n".join(self._log_file.read_text(errors="replace").splitlines()[-15:])
+            raise RuntimeError(
+                f"The Spark job failed (exit code {self._process.returncode}):\n{tail}"
+            )
+        return ImportRun(
+            job_id=self.job_id,
+            rows_read=int(manifest["rows_read"]),
+            rows_rejected=int(manifest["rows_rejected"]),
+            rows_sent=int(manifest["rows_sent"]),
+            sessions=int(manifest["session_count"]),
+            engine="spark",
+        )
+
+    def stop(self) -> None:
+        """Kill the job if it still runs (the demo gave up)."""
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
 
 
 def import_through_queue(

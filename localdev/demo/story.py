@@ -1,49 +1,37 @@
-"""The demo's story, step by step, told on stdout; every claim it makes is checked."""
+"""The demo's story, act by act: what it does to the stack, what it tells (``narration``), and
+which claims it checks (``checks``) against what the stack shows (``observed``)."""
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from decimal import Decimal
-from email.message import EmailMessage
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from azure.data.tables import TableClient
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
-from localdev.api_client import AppClient
 from localdev.stack import LocalStack
-from shared.adapters.azure_clients import (
-    DEAD_LETTERS_TABLE,
-    PAYMENTS_TABLE,
-)
-from shared.adapters.simulated_payments import TableSimulatedPaymentGateway
-from shared.domain.archive import SESSION_FAILED
 
-from . import catalogue
+from . import catalogue, checks
+from .narration import Narrator
+from .observed import Observed
 from .scenario import (
     CATALOGUE,
     CATALOGUE_INVALID,
-    CATALOGUE_REJECTED,
     CATALOGUE_ROWS,
     COMPLETE,
     MALFORMED_BODY,
+    MALFORMED_EXPECT,
     OUTAGE_CARDS,
     PlannedOrder,
     expected_failures,
     planned_orders,
 )
 
-PROGRESS_EVERY = 3.0  # seconds between two progress lines
 IMPORT_SESSIONS = 3
-_RECEIPT_SUBJECT = re.compile(r"order (\S+)$")
-_CHARGED = re.compile(r"We charged (\S+) ([A-Z]{3})")
 
 
 class DemoAborted(RuntimeError):
@@ -51,140 +39,70 @@ class DemoAborted(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Receipt:
-    job_id: str
-    order_number: str
-    total: str
-    currency: str
+class Submitted:
+    """The orders sent, and the session of each (plus the malformed message's)."""
+
+    orders: list[PlannedOrder]
+    names: dict[str, str]  # session id -> customer name, or "(malformed message)"
+
+    def expect(self, session_id: str) -> str:
+        name = self.names[session_id]
+        planned = next((o for o in self.orders if o.name == name), None)
+        return planned.expect if planned else MALFORMED_EXPECT
+
+    def completing(self) -> set[str]:
+        return {s for s in self.names if self.expect(s) == COMPLETE}
+
+    def failing(self) -> set[str]:
+        return set(self.names) - self.completing()
 
 
-@dataclass
 class Story:
-    stack: LocalStack
-    log_file: Path
-    deadline: float
-    started: float = field(default_factory=time.monotonic)
-    checks: list[tuple[str, bool]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.api = AppClient(self.stack.api_url, self.stack.function_key)
+    def __init__(self, stack: LocalStack, log_file: Path, narrator: Narrator) -> None:
+        self.stack = stack
+        self.log_file = log_file
+        self.tell = narrator
+        self.seen = Observed(stack)
+        self.api = self.seen.api
+        self.checks = checks.Checks()
         self.run_id = uuid.uuid4().hex[:8]
-        self.purchase_queue = self.stack.settings["PURCHASE_QUEUE_NAME"]
-        self.import_queue = self.stack.settings["IMPORT_QUEUE_NAME"]
-        connection = self.stack.storage_connection_string
-        self.payments = TableSimulatedPaymentGateway(
-            TableClient.from_connection_string(connection, PAYMENTS_TABLE)
-        )
-        self.dead_letter_rows = TableClient.from_connection_string(connection, DEAD_LETTERS_TABLE)
-
-    # -- telling ------------------------------------------------------------------------------
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
-
-    def say(self, text: str = "") -> None:
-        print(text, flush=True)
-
-    def step(self, title: str) -> None:
-        self.say(f"\n== {title}  [{self.elapsed():.0f} s]")
 
     def check(self, claim: str, ok: bool) -> bool:
-        self.checks.append((claim, ok))
-        self.say(f"   [{'ok' if ok else 'FAILED'}] {claim}")
+        self.checks.record(claim, ok)
+        self.tell.verdict(claim, ok)
         return ok
-
-    def wait(self, done: Callable[[], bool], progress: Callable[[], str], timeout: float) -> bool:
-        """Poll ``done`` every half second, print ``progress()`` every few seconds; False when
-        ``timeout`` (or the demo's deadline) passes first."""
-        until = min(self.deadline, time.monotonic() + timeout)
-        next_line = time.monotonic() + PROGRESS_EVERY
-        while True:
-            if done():
-                self.say(f"   [{self.elapsed():5.1f} s] {progress()}")
-                return True
-            now = time.monotonic()
-            if now >= until:
-                self.say(f"   [{self.elapsed():5.1f} s] {progress()}  (gave up waiting)")
-                return False
-            if now >= next_line:
-                self.say(f"   [{self.elapsed():5.1f} s] {progress()}")
-                next_line = now + PROGRESS_EVERY
-            time.sleep(0.5)
-
-    # -- what the system shows ----------------------------------------------------------------
-
-    def queue_counts(self, queue: str) -> dict[str, int]:
-        counts = self.stack.emulator.counts().get(queue, {})
-        return {
-            name: int(counts.get(name, 0))
-            for name in ("active", "scheduled", "deferred", "dead_lettered")
-        }
-
-    def messages_left(self, queue: str) -> int:
-        counts = self.queue_counts(queue)
-        return counts["active"] + counts["scheduled"] + counts["deferred"]
-
-    def dead_letters_waiting(self) -> int:
-        """Dead letters of both pipelines that the archive timer has not moved yet."""
-        return sum(
-            self.queue_counts(queue)["dead_lettered"]
-            for queue in (self.purchase_queue, self.import_queue)
-        )
-
-    def receipts(self) -> dict[str, Receipt]:
-        """Receipts mailed so far, by job id (the Message-ID is ``<job id>.receipt@...``)."""
-        found = {}
-        for mail in self.stack.mail.received():
-            found_receipt = _receipt_of(mail)
-            if found_receipt:
-                found[found_receipt.job_id] = found_receipt
-        return found
-
-    def failed_sessions(self, queue: str) -> list[dict[str, Any]]:
-        return self.api.failed_sessions(queue=queue, status="any")
-
-    # -- the story ----------------------------------------------------------------------------
 
     def run(self) -> bool:
         self.import_catalogue()
-        orders, sessions = self.submit_orders()
-        self.process(orders, sessions)
-        self.report(orders, sessions)
-        self.replay_outage(orders, sessions)
-        failed = [claim for claim, ok in self.checks if not ok]
+        submitted = self.submit_orders()
+        self.process(submitted)
+        self.report(submitted)
+        self.replay_outage(submitted)
+        failed = self.checks.failed()
         if failed:
-            self.say(f"\n== {len(failed)} of {len(self.checks)} checks FAILED:")
+            self.tell.say(f"\n== {len(failed)} of {len(self.checks.verdicts)} checks FAILED:")
             for claim in failed:
-                self.say(f"   - {claim}")
+                self.tell.say(f"   - {claim}")
             return False
-        self.say(
-            f"\n== The story came out as expected: {len(self.checks)} checks passed in "
-            f"{self.elapsed():.0f} s."
+        self.tell.say(
+            f"\n== The story came out as expected: {len(self.checks.verdicts)} checks passed "
+            f"in {self.tell.elapsed():.0f} s."
         )
         return True
 
+    # -- act 1: the catalogue --------------------------------------------------------------
+
     def import_catalogue(self) -> None:
         job_id = f"demo-catalogue-{self.run_id}"
+        queue = self.seen.import_queue
         why_not = catalogue.spark_unavailable()
         relative = CATALOGUE.relative_to(CATALOGUE.parents[2])
         if why_not is None:
-            self.step(f"Importing the product catalogue {relative} with the Spark job (local[2])")
-            try:
-                run = catalogue.import_with_spark(
-                    CATALOGUE,
-                    job_id=job_id,
-                    queue=self.import_queue,
-                    sessions=IMPORT_SESSIONS,
-                    servicebus_connection_string=self.stack.servicebus_connection_string,
-                    storage_connection_string=self.stack.storage_connection_string,
-                    log_file=self.log_file,
-                    timeout=max(30.0, self.deadline - time.monotonic()),
-                )
-            except RuntimeError as error:
-                raise DemoAborted(str(error)) from error
+            self.tell.step(f"Importing the product catalogue {relative} with the Spark job")
+            run = self._run_spark(job_id)
         else:
-            self.step(f"Importing the product catalogue {relative} through the import queue")
-            self.say(
+            self.tell.step(f"Importing the product catalogue {relative} through the import queue")
+            self.tell.say(
                 f"   Local Spark cannot run here: {why_not}. The demo sends the rows to the "
                 "import queue itself, the way the Spark job would (install a JDK 17 to see "
                 "the Spark job do it)."
@@ -192,56 +110,100 @@ class Story:
             run = catalogue.import_through_queue(
                 CATALOGUE,
                 job_id=job_id,
-                queue=self.import_queue,
+                queue=queue,
                 sessions=IMPORT_SESSIONS,
                 servicebus_connection_string=self.stack.servicebus_connection_string,
             )
-        self.say(
-            f"   {run.engine}: {run.rows_read} rows read, {run.rows_rejected} rejected as "
-            f"unreadable, {run.rows_sent} sent in {run.sessions} sessions"
+        self.tell.say(
+            f"   The import job ({run.engine}) is done: {run.rows_read} rows read, "
+            f"{run.rows_rejected} rejected as unreadable, {run.rows_sent} sent in "
+            f"{run.sessions} sessions"
         )
         self.check(
-            f"the job read {CATALOGUE_ROWS} rows, rejected {CATALOGUE_REJECTED} and sent the rest",
-            (run.rows_read, run.rows_rejected, run.rows_sent)
-            == (CATALOGUE_ROWS, CATALOGUE_REJECTED, CATALOGUE_ROWS - CATALOGUE_REJECTED),
+            f"the job read {CATALOGUE_ROWS} rows, rejected the unreadable one and sent the rest",
+            checks.import_counted_as_planned(run),
         )
-
-        def status() -> dict[str, Any]:
-            return self.api.import_status(job_id) or {"rows_imported": 0, "rows_failed": 0}
-
-        def progress() -> str:
-            now = status()
-            return (
-                f"GET /api/imports/{job_id}: {now['rows_imported']} rows imported, "
-                f"{now['rows_failed']} dead-lettered, "
-                f"{self.messages_left(self.import_queue)} messages left"
-            )
-
-        def done() -> bool:
-            now = status()
-            return (
-                now["rows_imported"] + now["rows_failed"] >= run.rows_sent
-                and self.messages_left(self.import_queue) == 0
-            )
-
-        self.wait(done, progress, timeout=60)
+        self.tell.say("   The import tasks check and upsert each row; bad ones are dead-lettered.")
+        self.tell.wait(
+            lambda: (
+                checks.import_outcomes(self.seen.import_status(job_id)) >= run.rows_sent
+                and self.seen.messages_left(queue) == 0
+            ),
+            lambda: self._import_progress(job_id),
+            timeout=60,
+        )
         invalid = sum(CATALOGUE_INVALID.values())
-        final = status()
         self.check(
             f"{run.rows_sent - invalid} products imported and {invalid} bad rows dead-lettered: "
             "the import went on past them",
-            (final["rows_imported"], final["rows_failed"]) == (run.rows_sent - invalid, invalid),
+            checks.import_went_past_bad_rows(
+                self.seen.import_status(job_id) or {"rows_imported": 0, "rows_failed": 0},
+                run.rows_sent,
+            ),
         )
 
-    def submit_orders(self) -> tuple[list[PlannedOrder], dict[str, str]]:
-        """Returns the orders and session id -> order name (plus the malformed message's)."""
+    def _run_spark(self, job_id: str) -> catalogue.ImportRun:
+        self.tell.say(
+            "   python -m spark_jobs.product_import on local[2]: the JVM and a Spark session "
+            "start first (the slowest part of the demo), then it reads the CSV and sends the "
+            f"rows to {self.seen.import_queue} in {IMPORT_SESSIONS} sessions."
+        )
+        job = catalogue.SparkImport(
+            CATALOGUE,
+            job_id=job_id,
+            queue=self.seen.import_queue,
+            sessions=IMPORT_SESSIONS,
+            servicebus_connection_string=self.stack.servicebus_connection_string,
+            storage_connection_string=self.stack.storage_connection_string,
+            log_file=self.log_file,
+        )
+
+        heard = False
+
+        def progress() -> str:
+            nonlocal heard
+            for line in job.news():
+                heard = True
+                self.tell.say(f"   spark: {line}")
+            if not heard and self.seen.import_status(job_id) is None:
+                return "waiting for Spark to start and read the CSV (nothing sent yet)"
+            return "Spark job running; " + self._import_progress(job_id)
+
+        try:
+            self.tell.wait(job.finished, progress, timeout=self.tell.deadline - time.monotonic())
+            run = job.result(timeout=max(1.0, self.tell.deadline - time.monotonic()))
+        except RuntimeError as error:
+            raise DemoAborted(str(error)) from error
+        finally:
+            job.stop()
+        for line in job.news():
+            self.tell.say(f"   spark: {line}")
+        return run
+
+    def _import_progress(self, job_id: str) -> str:
+        status = self.seen.import_status(job_id)
+        waiting = self.seen.messages_left(self.seen.import_queue)
+        if status is None:
+            api = "404 (nothing received yet)"
+        else:
+            sent = "" if status.get("rows_sent") is None else f"{status['rows_sent']} sent, "
+            api = (
+                f"{status['status']}, {sent}{status['rows_imported']} imported, "
+                f"{status['rows_failed']} dead-lettered"
+            )
+        return f"GET /api/imports/{job_id}: {api}; {waiting} rows waiting on the queue"
+
+    # -- act 2: the orders -----------------------------------------------------------------
+
+    def submit_orders(self) -> Submitted:
         orders = planned_orders()
-        self.step(
+        queue = self.seen.purchase_queue
+        self.tell.step(
             f"Submitting {len(orders)} orders through POST /api/orders, and a malformed message "
             "straight to the queue"
         )
-        self.payments.set_outage(OUTAGE_CARDS)
-        self.say(
+        self.seen.payments.set_outage(OUTAGE_CARDS)
+        self.tell.say(
             f"   The payment provider is down for {len(OUTAGE_CARDS)} Amex cards "
             f"({', '.join(OUTAGE_CARDS)}): simulated outage switched on."
         )
@@ -255,7 +217,7 @@ class Story:
                     orders,
                 )
             )
-        sessions = {
+        names = {
             answer["session_id"]: planned.name
             for answer, planned in zip(accepted, orders, strict=True)
         }
@@ -264,7 +226,7 @@ class Story:
             ServiceBusClient.from_connection_string(
                 self.stack.servicebus_connection_string
             ) as client,
-            client.get_queue_sender(self.purchase_queue) as sender,
+            client.get_queue_sender(queue) as sender,
         ):
             sender.send_messages(
                 ServiceBusMessage(
@@ -275,133 +237,119 @@ class Story:
                     application_properties={"pipeline": "purchase", "step": 1, "is_last": True},
                 )
             )
-        sessions[malformed_session] = "(malformed message)"
+        names[malformed_session] = "(malformed message)"
         failing = [o for o in orders if o.expect != COMPLETE]
-        self.say(
+        self.tell.say(
             f"   202 Accepted for all {len(orders)} orders ({len(orders) - len(failing)} should "
             f"complete; designed to fail: "
             + ", ".join(f"{o.name} -> {o.expect}" for o in failing)
             + "), plus 1 malformed message"
         )
-        return orders, sessions
+        return Submitted(orders, names)
 
-    def process(self, orders: list[PlannedOrder], sessions: dict[str, str]) -> None:
+    def process(self, submitted: Submitted) -> None:
         schedule = self.stack.settings.get("DLQ_ARCHIVE_SCHEDULE")
-        self.step(f"The pipeline runs: 8 sessions at a time, the archive timer on '{schedule}'")
-        must_complete = {s for s, name in sessions.items() if _expect(orders, name) == COMPLETE}
-        must_fail = set(sessions) - must_complete
+        queue = self.seen.purchase_queue
+        at_once = self.stack.host.options.service_bus.max_concurrent_sessions
+        self.tell.step(
+            f"The pipeline runs: {at_once} sessions at a time, the archive timer on '{schedule}'"
+        )
+        must_complete, must_fail = submitted.completing(), submitted.failing()
 
-        def archived_failures() -> list[dict[str, Any]]:
-            return [
-                s
-                for s in self.failed_sessions(self.purchase_queue)
+        def archived_failures() -> int:
+            return sum(
+                1
+                for s in self.seen.failed_sessions(queue)
                 if s["session_id"] in must_fail and s["has_last"]
-            ]
+            )
 
         def done() -> bool:
             return (
-                must_complete <= set(self.receipts())
-                and len(archived_failures()) == len(must_fail)
-                and self.messages_left(self.purchase_queue) == 0
-                and self.dead_letters_waiting() == 0
+                must_complete <= set(self.seen.receipts())
+                and archived_failures() == len(must_fail)
+                and self.seen.messages_left(queue) == 0
+                and self.seen.dead_letters_waiting() == 0
             )
 
         def progress() -> str:
-            completed = len(must_complete & set(self.receipts()))
+            completed = len(must_complete & set(self.seen.receipts()))
             return (
                 f"{completed}/{len(must_complete)} orders completed, "
-                f"{len(archived_failures())}/{len(must_fail)} failed sessions archived, "
-                f"{self.dead_letters_waiting()} dead letters waiting for the archive, "
-                f"{self.messages_left(self.purchase_queue)} messages left"
+                f"{archived_failures()}/{len(must_fail)} failed sessions archived, "
+                f"{self.seen.dead_letters_waiting()} dead letters waiting for the archive, "
+                f"{self.seen.messages_left(queue)} messages left"
             )
 
-        self.wait(done, progress, timeout=150)
+        self.tell.wait(done, progress, timeout=150)
 
-    def report(self, orders: list[PlannedOrder], sessions: dict[str, str]) -> None:
-        self.step("Report")
-        receipts = self.receipts()
-        completed = [(name, receipts[s]) for s, name in sessions.items() if s in receipts]
-        self.say(f"   Completed sessions: {len(completed)} (receipt PDF in Blob, mailed)")
-        for name, receipt in completed:
-            self.say(f"     {receipt.order_number}  {receipt.total:>8} {receipt.currency}  {name}")
-        must_complete = [s for s, name in sessions.items() if _expect(orders, name) == COMPLETE]
+    # -- act 3: the report -----------------------------------------------------------------
+
+    def report(self, submitted: Submitted) -> None:
+        self.tell.step("Report")
+        purchase, imports = self.seen.purchase_queue, self.seen.import_queue
+        receipts = self.seen.receipts()
+        completed = [(s, name) for s, name in submitted.names.items() if s in receipts]
+        self.tell.say(f"   Completed sessions: {len(completed)} (receipt PDF in Blob, mailed)")
+        for session, name in completed:
+            receipt = receipts[session]
+            self.tell.say(
+                f"     {receipt.order_number}  {receipt.total:>8} {receipt.currency}  {name}"
+            )
+        must_complete = submitted.completing()
         self.check(
             f"the {len(must_complete)} orders without a designed failure completed, and no other",
-            sorted(s for s in sessions if s in receipts) == sorted(must_complete),
+            {s for s, _ in completed} == must_complete,
         )
 
         groups = self.api.failure_groups()
-        self.say("   Failed sessions by task and reason (GET /api/failed-session-groups):")
+        self.tell.say("   Failed sessions by task and reason (GET /api/failed-session-groups):")
         for group in groups:
-            self.say(
+            self.tell.say(
                 f"     {group['sessions']:3d}  {group['queue']:<22} "
                 f"{group['failed_task'] or '?':<22} {group['reason']}"
             )
-        found = Counter(
-            {
-                f"{g['failed_task']}: {g['reason']}": g["sessions"]
-                for g in groups
-                if g["queue"] == self.purchase_queue
-            }
-        )
         self.check(
             "the purchase failures are exactly the designed ones",
-            found == expected_failures(orders),
-        )
-        import_reasons = Counter(
-            {g["reason"]: g["sessions"] for g in groups if g["queue"] == self.import_queue}
+            checks.purchase_failures_as_designed(groups, purchase, submitted.orders),
         )
         self.check(
             "the import's bad rows are archived with the field to fix in the reason",
-            set(import_reasons) == set(CATALOGUE_INVALID),
+            checks.import_failures_name_the_field(groups, imports),
         )
 
-        purchase_failed = [
-            s for s in self.failed_sessions(self.purchase_queue) if s["session_id"] in sessions
+        failed = [
+            s for s in self.seen.failed_sessions(purchase) if s["session_id"] in submitted.names
         ]
-        in_order = all(self._short_circuited(s["session_id"]) for s in purchase_failed)
         self.check(
             "each failed purchase holds its failed task then every later task as SessionFailed, "
             "in send order",
-            in_order and len(purchase_failed) == sum(expected_failures(orders).values()),
+            len(failed) == sum(expected_failures(submitted.orders).values())
+            and all(
+                checks.short_circuited(self.api.failed_session(s["session_id"])["messages"])
+                for s in failed
+            ),
         )
-        rows = Counter(
-            str(entity.get("queue"))
-            for entity in self.dead_letter_rows.list_entities(select=["queue"])
-        )
-        self.say(
-            f"   Rows archived in Table Storage ({DEAD_LETTERS_TABLE}): {sum(rows.values())} ("
+        rows = self.seen.archived_rows_per_queue()
+        self.tell.say(
+            f"   Rows archived in Table Storage: {sum(rows.values())} ("
             + ", ".join(f"{queue}: {n}" for queue, n in sorted(rows.items()))
             + ")"
         )
-        left = {q: self.queue_counts(q) for q in (self.purchase_queue, self.import_queue)}
         self.check(
             "the queues and their dead-letter queues are empty (the timer archived everything)",
-            all(
-                c["active"] + c["scheduled"] + c["deferred"] + c["dead_lettered"] == 0
-                for c in left.values()
-            ),
+            checks.queues_drained(self.seen.queue_counts(q) for q in (purchase, imports)),
         )
 
-    def _short_circuited(self, session_id: str) -> bool:
-        messages = self.api.failed_session(session_id)["messages"]
-        steps = [m["step"] for m in messages]
-        reasons = [m["reason"] for m in messages]
-        return (
-            steps == sorted(steps)
-            and bool(messages)
-            and reasons[0] != SESSION_FAILED
-            and all(r == SESSION_FAILED for r in reasons[1:])
-            and messages[-1]["is_last"]
-        )
+    # -- act 4: the replay -----------------------------------------------------------------
 
-    def replay_outage(self, orders: list[PlannedOrder], sessions: dict[str, str]) -> None:
-        self.step("The payment provider is back: replaying the sessions the outage broke")
-        self.payments.reset_outage()
+    def replay_outage(self, submitted: Submitted) -> None:
+        queue = self.seen.purchase_queue
+        self.tell.step("The payment provider is back: replaying the sessions the outage broke")
+        self.seen.payments.reset_outage()
         broken = self.api.failed_sessions(
-            queue=self.purchase_queue, task="ProcessPayment", reason="PaymentProviderUnavailable"
+            queue=queue, task="ProcessPayment", reason="PaymentProviderUnavailable"
         )
-        self.say(
+        self.tell.say(
             f"   GET /api/failed-sessions?task=ProcessPayment&reason=PaymentProviderUnavailable: "
             f"{len(broken)} sessions"
         )
@@ -410,87 +358,64 @@ class Story:
             key = f"demo-{self.run_id}-replay-{summary['session_id']}"
             accepted = self.api.replay(summary["session_id"], idempotency_key=key)
             replays[summary["session_id"]] = {**summary, "new": accepted, "key": key}
-            self.say(
+            self.tell.say(
                 f"   POST /api/failed-sessions/{summary['session_id']}/replay -> 202, "
                 f"{accepted['sent']} messages sent as session {accepted['new_session_id']}"
             )
-        outage_orders = [s for s, n in sessions.items() if "Unavailable" in _expect(orders, n)]
+        outage = {s for s in submitted.names if "Unavailable" in submitted.expect(s)}
         self.check(
             f"the {len(OUTAGE_CARDS)} outage sessions were found and replayed",
-            sorted(replays) == sorted(outage_orders),
+            set(replays) == outage,
         )
 
-        self.wait(
-            lambda: set(replays) <= set(self.receipts()),
+        self.tell.wait(
+            lambda: set(replays) <= set(self.seen.receipts()),
             lambda: (
-                f"{len(set(replays) & set(self.receipts()))}/{len(replays)} replayed orders "
-                f"completed, {self.messages_left(self.purchase_queue)} messages left"
+                f"{len(set(replays) & set(self.seen.receipts()))}/{len(replays)} replayed "
+                f"orders completed, {self.seen.messages_left(queue)} messages left"
             ),
             timeout=60,
         )
-        receipts = self.receipts()
-        charges = Counter(charge.idempotency_key for charge in self.payments.list_charges())
-        by_key = {charge.idempotency_key: charge for charge in self.payments.list_charges()}
+        receipts = self.seen.receipts()
+        all_charges = self.seen.payments.list_charges()
+        charges = Counter(charge.idempotency_key for charge in all_charges)
+        by_key = {charge.idempotency_key: charge for charge in all_charges}
         for session_id, replay in replays.items():
-            context = replay.get("context") or {}
             receipt = receipts.get(session_id)
             charge = by_key.get(f"{session_id}:payment")
-            name = sessions[session_id]
+            name = submitted.names[session_id]
             if receipt is None or charge is None:
                 self.check(f"{name}'s replayed order completed", False)
                 continue
-            self.say(
+            context = replay.get("context") or {}
+            self.tell.say(
                 f"   {name}: order {receipt.order_number}, {receipt.total} {receipt.currency} "
                 f"charged as {charge.charge_id}, under session {replay['new']['new_session_id']}"
             )
             self.check(
                 f"{name}: original order number {context.get('order_number')} and total "
                 f"{context.get('total')}, card charged once",
-                receipt.order_number == context.get("order_number")
-                and Decimal(receipt.total) == Decimal(str(context.get("total")))
-                and charge.amount == Decimal(receipt.total)
-                and charges[f"{session_id}:payment"] == 1,
+                checks.replay_kept_the_order(
+                    receipt, context, charge, charges[f"{session_id}:payment"]
+                ),
             )
-        statuses = {s["session_id"]: s for s in self.failed_sessions(self.purchase_queue)}
+        summaries = {s["session_id"]: s for s in self.seen.failed_sessions(queue)}
         self.check(
             "the archive marks them replayed, with their new session ids",
-            all(
-                statuses[s]["status"] == "replayed"
-                and statuses[s]["replayed_session_id"] == r["new"]["new_session_id"]
-                for s, r in replays.items()
+            checks.marked_replayed(
+                summaries, {s: r["new"]["new_session_id"] for s, r in replays.items()}
             ),
         )
         if replays:
             session_id, replay = next(iter(replays.items()))
             again = self.api.replay(session_id, idempotency_key=replay["key"])
             self.check(
-                "repeating a replay request with the same Idempotency-Key sends nothing",
-                again["sent"] == 0 and again["new_session_id"] == replay["new"]["new_session_id"],
+                "repeating a replay request with the same Idempotency-Key gets the first "
+                "response again and sends nothing",
+                again == replay["new"],
             )
-        completed = len(set(self.receipts()))
+        completed = len(self.seen.receipts())
         self.check(
             f"one charge per completed order ({completed}), none for the declined card",
-            sum(charges.values()) == completed and all(n == 1 for n in charges.values()),
+            checks.one_charge_per_order(charges, completed),
         )
-
-
-def _expect(orders: Iterable[PlannedOrder], name: str) -> str:
-    for planned in orders:
-        if planned.name == name:
-            return planned.expect
-    return "(unreadable message): MalformedMessage"
-
-
-def _receipt_of(mail: EmailMessage) -> Receipt | None:
-    message_id = str(mail.get("Message-ID", "")).strip("<> ")
-    subject = _RECEIPT_SUBJECT.search(str(mail.get("Subject", "")))
-    if not message_id.endswith(".receipt@pipelines.local") or not subject:
-        return None
-    body = mail.get_body(preferencelist=("plain",))
-    charged = _CHARGED.search(body.get_content() if body else "")
-    return Receipt(
-        job_id=message_id.removesuffix(".receipt@pipelines.local"),
-        order_number=subject.group(1),
-        total=charged.group(1) if charged else "?",
-        currency=charged.group(2) if charged else "?",
-    )

@@ -1,38 +1,67 @@
 """Service Bus queue triggers: session-enabled (one message at a time per session, in order,
 up to maxConcurrentSessions sessions) and plain (up to maxConcurrentCalls at once).
 
+Each trigger receives with ``azure.servicebus.aio`` on an event loop of its own (one thread),
+and runs the function on a pool of maxConcurrentSessions (or maxConcurrentCalls) threads.
+A session slot waits for the next session at the broker, so a session is taken as soon as it
+has messages; when the slot lets a session go (the function released it, it was idle for
+sessionIdleTimeout, or its lock was lost) the receiver's close runs in the background and the
+slot waits for the next session at once. Opening and closing a session receiver is the SDK's
+slowest step (it polls the handshake in 50 ms steps and waits up to a second for its keep-alive
+task on close): the slot pays the open only, and never more than one session is held per slot,
+because the close sends the detach that lets the session go before anything else it does,
+while the next session's attach can only follow a whole new connection's handshake.
+
 The host settles as the Functions host does: with autoCompleteMessages (host.json, overridden
 by the function's own setting) it completes after a successful invocation; it abandons after a
 failed one; a message the function settled itself through ``ServiceBusMessageActions`` is left
-alone. Locks are renewed with ``AutoLockRenewer`` up to maxAutoLockRenewalDuration, and a plain
-message's only while its invocation runs.
+alone. The host keeps each lock (a session's; a plain message's while its invocation runs) by
+renewing it halfway to its expiry, up to maxAutoLockRenewalDuration from the latest message.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import datetime
+import functools
 import logging
+import ssl
 import threading
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
-from azure.servicebus import (
-    NEXT_AVAILABLE_SESSION,
-    AutoLockRenewer,
-    ServiceBusClient,
-    ServiceBusReceivedMessage,
-    ServiceBusReceiver,
+import certifi
+from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusReceivedMessage
+from azure.servicebus.aio import ServiceBusClient, ServiceBusReceiver
+from azure.servicebus.exceptions import (
+    OperationTimeoutError,
+    ServiceBusCommunicationError,
+    ServiceBusConnectionError,
+    ServiceBusError,
 )
-from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError
 
 from .config import ServiceBusOptions
 from .functions import FunctionSpec
+from .receivers import LoopReceiver
 from .servicebus_binding import invoke_with_message
 from .settlement import HeldMessage, HeldSession, SettlementServer
 
 logger = logging.getLogger("localdev.host")
 
-# How long one wait for a session or a message blocks: it bounds how long a stop takes.
-_POLL_SECONDS = 1.0
+T = TypeVar("T")
+
+# How long one wait for a session or a message lasts at the broker; a stop does not wait for it.
+_WAIT_SECONDS = 60.0
+# After a failed accept or receive, the next try comes this much later.
+_RETRY_SECONDS = 1.0
+# Service Bus unreachable for this long is logged (once per outage); shorter outages, such as
+# the broker stopping just before the host on Ctrl-C, are not.
+_OUTAGE_GRACE_SECONDS = 3.0
+# What closing the receivers may add to a stop, beyond the drain timeout.
+_CLOSE_SECONDS = 5.0
 
 
 class ServiceBusListener:
@@ -50,147 +79,263 @@ class ServiceBusListener:
         self.sessions = bool(spec.setting("isSessionsEnabled", False))
         own = spec.setting("autoCompleteMessages")
         self.auto_complete = options.auto_complete_messages if own is None else bool(own)
+        # One TLS context for every connection of the trigger: without it the SDK builds one
+        # per connection, loading the CA bundle each time (most of a session receiver's CPU),
+        # even for the emulator, which it reaches without TLS.
+        tls = ssl.create_default_context(cafile=certifi.where())
+        # Accepting the next session: the SDK treats "no session within max_wait_time" as a
+        # retryable timeout and tries again with backoff, during which no accept is pending.
+        # The slot's loop is the retry here, as in the host.
+        self._client = (
+            ServiceBusClient.from_connection_string(
+                connection_string, retry_total=0, ssl_context=tls
+            )
+            if self.sessions
+            else ServiceBusClient.from_connection_string(connection_string, ssl_context=tls)
+        )
         self._options = options
         self._settlement = settlement
-        self._client = ServiceBusClient.from_connection_string(connection_string)
-        # Accepting the next session: the SDK treats "no session within max_wait_time" as a
-        # retryable timeout and tries 3 more times with backoff (~19 s for a 1 s wait), during
-        # which no accept is pending. The worker loop is the retry here, as in the host.
-        self._session_client = ServiceBusClient.from_connection_string(
-            connection_string, retry_total=0
+        self._workers = (
+            options.max_concurrent_sessions if self.sessions else options.max_concurrent_calls
         )
-        self._renewer = AutoLockRenewer(
-            max_lock_renewal_duration=options.max_auto_lock_renewal_duration
+        self._invocations = ThreadPoolExecutor(
+            max_workers=self._workers, thread_name_prefix=spec.name
         )
-        self._stopping = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._outage = _Outage(spec.name)
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+        # Set on the loop by stop(): no new session or message is taken once it is done.
+        self._stopping: asyncio.Future[None] | None = None
+        self._drain_timeout = 0.0
+        self._closing: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
-        workers = (
-            self._options.max_concurrent_sessions
-            if self.sessions
-            else self._options.max_concurrent_calls
+        self._thread = threading.Thread(
+            target=asyncio.run,
+            args=(self._run(),),
+            name=f"{self.spec.name}-servicebus",
+            daemon=True,
         )
-        target = self._session_worker if self.sessions else self._message_worker
-        for number in range(workers):
-            thread = threading.Thread(target=target, name=f"{self.spec.name}-{number}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        self._thread.start()
+        self._ready.wait()
 
     def stop(self, timeout: float) -> None:
         """Stop taking messages, let the invocations in flight finish (up to ``timeout``), then
         close the receivers and the client."""
-        self._stopping.set()
-        deadline = time.monotonic() + timeout
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        self._renewer.close()
-        self._session_client.close()
-        self._client.close()
+        self._outage.stopping = True
+        if self._thread is None:
+            return
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has ended already
+                loop.call_soon_threadsafe(self._request_stop, timeout)
+        self._thread.join(timeout + _CLOSE_SECONDS)
+        self._invocations.shutdown(wait=False)
+
+    def _request_stop(self, timeout: float) -> None:
+        self._drain_timeout = timeout
+        if self._stopping is not None and not self._stopping.done():
+            self._stopping.set_result(None)
+
+    async def _run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = self._loop.create_future()
+        client = self._client
+        target = self._session_slot if self.sessions else self._message_worker
+        workers = [asyncio.create_task(target(client)) for _ in range(self._workers)]
+        self._ready.set()
+        try:
+            await self._stopping
+            _, running = await asyncio.wait(workers, timeout=max(self._drain_timeout, 0.0))
+            for worker in running:  # an invocation outlived the drain timeout
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+        finally:
+            # Every receiver is closed by its own task; the client is closed only after them,
+            # never while one of them is still closing (two closes of one receiver at once
+            # fail inside the SDK).
+            closing = set(self._closing)
+            if closing:
+                _, closing = await asyncio.wait(closing, timeout=_CLOSE_SECONDS)
+            if closing:
+                logger.debug("%s: %d receivers still closing", self.spec.name, len(closing))
+            else:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(client.close(), _CLOSE_SECONDS)
 
     # -- sessions ---------------------------------------------------------------------------
 
-    def _receiver(self, **kwargs: Any) -> ServiceBusReceiver:
-        client = self._session_client if self.sessions else self._client
+    def _receiver(self, client: ServiceBusClient, **kwargs: Any) -> ServiceBusReceiver:
         if self._subscription:
             return client.get_subscription_receiver(
                 self.queue_name, str(self._subscription), **kwargs
             )
         return client.get_queue_receiver(self.queue_name, **kwargs)
 
-    def _session_worker(self) -> None:
-        while not self._stopping.is_set():
+    async def _session_slot(self, client: ServiceBusClient) -> None:
+        """One of maxConcurrentSessions: accept a session, drain it, let it go, again."""
+        while not self._stopped():
             receiver = self._receiver(
-                session_id=NEXT_AVAILABLE_SESSION, max_wait_time=_POLL_SECONDS
+                client, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=_WAIT_SECONDS
             )
             try:
-                receiver.__enter__()
+                accepted = await self._unless_stopped(receiver.__aenter__)
             except OperationTimeoutError:
-                receiver.close()
-                continue  # no session has messages now
+                self._close_later(receiver)
+                continue  # no session had messages for a while
             except ServiceBusError as error:
-                receiver.close()
-                if not self._stopping.is_set():
-                    logger.warning("%s: cannot accept a session: %s", self.spec.name, error)
-                    self._stopping.wait(_POLL_SECONDS)
+                self._close_later(receiver)
+                self._outage.failed(error)
+                await self._unless_stopped(lambda: asyncio.sleep(_RETRY_SECONDS))
                 continue
-            session = HeldSession(str(receiver.session.session_id), receiver)
-            self._settlement.registry.hold_session(session)
-            try:
-                self._drain_session(session)
-            except ServiceBusError as error:
+            if accepted is None:
+                self._close_later(receiver)
+                return
+            self._outage.recovered()
+            await self._hold(receiver)
+
+    async def _hold(self, receiver: ServiceBusReceiver) -> None:
+        """Drain an accepted session, then let it go: the close runs in the background."""
+        assert self._loop is not None
+        session = HeldSession(str(receiver.session.session_id), LoopReceiver(receiver, self._loop))
+        self._settlement.registry.hold_session(session)
+        renewal = _Renewal(self._options.max_auto_lock_renewal_duration)
+        renewing = asyncio.create_task(
+            renewal.keep(receiver.session.renew_lock, receiver.session.locked_until_utc)
+        )
+        try:
+            await self._drain_session(receiver, session, renewal)
+        except (ServiceBusConnectionError, ServiceBusCommunicationError) as error:
+            self._outage.failed(error)  # the broker is gone: the accept that follows says more
+        except ServiceBusError as error:
+            if self._stopped() or self._outage.stopping:
+                logger.debug("%s: session %s ended: %s", self.spec.name, session.session_id, error)
+            else:
                 logger.warning(
                     "%s: session %s ended: %s", self.spec.name, session.session_id, error
                 )
-            finally:
-                self._settlement.registry.drop_session(session)
-                receiver.close()
+        except Exception:
+            logger.exception("%s: session %s failed", self.spec.name, session.session_id)
+        finally:
+            renewing.cancel()
+            self._settlement.registry.drop_session(session)
+            self._close_later(receiver)
 
-    def _drain_session(self, session: HeldSession) -> None:
+    async def _drain_session(
+        self, receiver: ServiceBusReceiver, session: HeldSession, renewal: _Renewal
+    ) -> None:
         """Messages of one session, one at a time, until it is idle for sessionIdleTimeout,
         the function releases it, or the host stops."""
         idle_until = time.monotonic() + self._options.session_idle_timeout
-        renewing_since = self._renew_session(session)
-        while not self._stopping.is_set():
-            wait = min(_POLL_SECONDS, max(0.05, idle_until - time.monotonic()))
-            with session.lock:
-                messages = session.receiver.receive_messages(
-                    max_message_count=1, max_wait_time=wait
-                )
+        while (wait := idle_until - time.monotonic()) > 0:
+            messages = await self._unless_stopped(
+                lambda: receiver.receive_messages(max_message_count=1, max_wait_time=wait)
+            )
+            if messages is None:
+                return  # the host is stopping
             if not messages:
-                if time.monotonic() >= idle_until:
-                    return  # idle: release it, another session may be waiting
                 continue
-            # maxAutoLockRenewalDuration bounds the renewal for one message, as in the host,
-            # not for the whole life of a busy session.
-            if time.monotonic() - renewing_since > self._options.max_auto_lock_renewal_duration / 2:
-                renewing_since = self._renew_session(session)
-            self._process(messages[0], session.receiver, session)
+            renewal.extend()
+            await self._invoke(messages[0], session.receiver, session)
             if session.release_requested:
                 return
             idle_until = time.monotonic() + self._options.session_idle_timeout
 
-    def _renew_session(self, session: HeldSession) -> float:
-        self._renewer.register(
-            session.receiver,
-            session.receiver.session,
-            max_lock_renewal_duration=self._options.max_auto_lock_renewal_duration,
-        )
-        return time.monotonic()
-
     # -- plain queues -----------------------------------------------------------------------
 
-    def _message_worker(self) -> None:
-        with self._receiver(max_wait_time=_POLL_SECONDS) as receiver:
-            while not self._stopping.is_set():
+    async def _message_worker(self, client: ServiceBusClient) -> None:
+        """One of maxConcurrentCalls: receive a message, run the function, again."""
+        assert self._loop is not None
+        receiver = self._receiver(client, max_wait_time=_WAIT_SECONDS)
+        blocking = LoopReceiver(receiver, self._loop)
+        try:
+            while not self._stopped():
                 try:
-                    messages = receiver.receive_messages(
-                        max_message_count=1, max_wait_time=_POLL_SECONDS
+                    messages = await self._unless_stopped(
+                        lambda: receiver.receive_messages(max_message_count=1)
                     )
                 except ServiceBusError as error:
-                    logger.warning("%s: receive failed: %s", self.spec.name, error)
-                    self._stopping.wait(_POLL_SECONDS)
+                    self._outage.failed(error)
+                    await self._unless_stopped(lambda: asyncio.sleep(_RETRY_SECONDS))
                     continue
+                if messages is None:
+                    return
+                self._outage.recovered()
                 for message in messages:
-                    # A renewer per message, closed when the invocation ends: a message the
-                    # function left unsettled (autoCompleteMessages false) must not keep its
-                    # lock for maxAutoLockRenewalDuration; it comes back when its lock runs out,
-                    # as with the Functions host. The SDK has no way to unregister one message.
-                    renewer = AutoLockRenewer(
-                        max_lock_renewal_duration=self._options.max_auto_lock_renewal_duration
+                    # The lock is kept only while the invocation runs: a message the function
+                    # left unsettled (autoCompleteMessages false) comes back when its lock runs
+                    # out, as with the Functions host.
+                    renewal = _Renewal(self._options.max_auto_lock_renewal_duration)
+                    renewing = asyncio.create_task(
+                        renewal.keep(
+                            functools.partial(receiver.renew_message_lock, message),
+                            message.locked_until_utc,
+                        )
                     )
                     try:
-                        renewer.register(receiver, message)
-                        self._process(message, receiver, None)
+                        await self._invoke(message, blocking, None)
+                    except Exception:
+                        logger.exception("%s: message %s", self.spec.name, message.message_id)
                     finally:
-                        renewer.close(wait=False)
+                        renewing.cancel()
+        finally:
+            self._close_later(receiver)
 
-    # -- one message ------------------------------------------------------------------------
+    # -- the loop's helpers -----------------------------------------------------------------
+
+    def _stopped(self) -> bool:
+        return self._stopping is None or self._stopping.done()
+
+    async def _unless_stopped(self, operation: Callable[[], Awaitable[T]]) -> T | None:
+        """``await operation()``, or None when the host stops first (the operation is then
+        cancelled). Exceptions of the operation are raised."""
+        assert self._stopping is not None
+        if self._stopping.done():
+            return None
+        task = asyncio.ensure_future(operation())
+        stopping: asyncio.Future[Any] = self._stopping
+        await asyncio.wait((task, stopping), return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+        task.cancel()
+        await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()  # retrieved: an error while stopping is of no interest
+        return None
+
+    def _close_later(self, receiver: ServiceBusReceiver) -> None:
+        """Close in the background: the detach that lets the session go is sent at once; the
+        rest of the close (up to a second in the SDK) does not hold the slot."""
+
+        async def close() -> None:
+            try:
+                await receiver.close()
+            except Exception as error:  # the connection is gone already
+                logger.debug("%s: closing a receiver: %r", self.spec.name, error)
+
+        task = asyncio.create_task(close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _invoke(
+        self,
+        message: ServiceBusReceivedMessage,
+        receiver: LoopReceiver,
+        session: HeldSession | None,
+    ) -> None:
+        """Run the function on an invocation thread; this slot waits for it."""
+        assert self._loop is not None
+        await self._loop.run_in_executor(
+            self._invocations, self._process, message, receiver, session
+        )
+
+    # -- one message (on an invocation thread) ----------------------------------------------
 
     def _process(
         self,
         message: ServiceBusReceivedMessage,
-        receiver: ServiceBusReceiver,
+        receiver: LoopReceiver,
         session: HeldSession | None,
     ) -> None:
         held = HeldMessage(
@@ -222,3 +367,71 @@ class ServiceBusListener:
                     )
         finally:
             registry.drop_message(held)
+
+
+class _Renewal:
+    """Keeps one lock, renewing it halfway to its expiry, until maxAutoLockRenewalDuration
+    after the latest ``extend()`` (the host bounds the renewal for each message, not for the
+    whole life of a busy session). Cancel the task of ``keep`` to stop it."""
+
+    def __init__(self, max_duration: float) -> None:
+        self._max_duration = max_duration
+        self._until = time.monotonic() + max_duration
+
+    def extend(self) -> None:
+        self._until = time.monotonic() + self._max_duration
+
+    async def keep(
+        self,
+        renew: Callable[[], Awaitable[datetime.datetime]],
+        locked_until: datetime.datetime | None,
+    ) -> None:
+        while time.monotonic() < self._until:
+            left = 0.0 if locked_until is None else _seconds_until(locked_until)
+            await asyncio.sleep(max(0.05, left / 2))
+            if time.monotonic() >= self._until:
+                return
+            try:
+                locked_until = await renew()
+            except ServiceBusError as error:
+                # The lock is lost (or the receiver closed): whatever uses it next fails and
+                # says so.
+                logger.debug("Lock renewal stopped: %r", error)
+                return
+
+
+def _seconds_until(moment: datetime.datetime) -> float:
+    return (moment - datetime.datetime.now(datetime.UTC)).total_seconds()
+
+
+class _Outage:
+    """Connection failures of one trigger: logged once, and only when they last longer than
+    ``_OUTAGE_GRACE_SECONDS`` while the host is not stopping; the recovery is logged too."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._since: float | None = None
+        self._logged = False
+        self.stopping = False
+
+    def failed(self, error: Exception) -> None:
+        now = time.monotonic()
+        if self._since is None:
+            self._since = now
+        if self._logged or self.stopping or now - self._since < _OUTAGE_GRACE_SECONDS:
+            logger.debug("%s: Service Bus unreachable: %s", self._name, error)
+            return
+        self._logged = True
+        logger.warning(
+            "%s: Service Bus has been unreachable for %.0f s, retrying every %.0f s: %s",
+            self._name,
+            now - self._since,
+            _RETRY_SECONDS,
+            error,
+        )
+
+    def recovered(self) -> None:
+        if self._logged:
+            logger.info("%s: Service Bus is reachable again", self._name)
+        self._since = None
+        self._logged = False

@@ -3,8 +3,9 @@
 The real Python worker's ``ServiceBusMessageActions`` sends each settlement to the Functions
 host over gRPC; the host settles with the receiver that holds the lock. Here the host keeps a
 registry of the messages and sessions its receivers hold right now, and each call is carried
-out by that receiver. An error from the SDK goes back as a gRPC error (with the SDK's exception
-name in the details), so the function sees ``SettlementError`` as it would in Azure.
+out by that receiver (a ``LoopReceiver``: the call runs on the receiver's event loop). An error
+from the SDK goes back as a gRPC error (with the SDK's exception name in the details), so the
+function sees ``SettlementError`` as it would in Azure.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-from azure.servicebus import ServiceBusReceivedMessage, ServiceBusReceiver
+from azure.servicebus import ServiceBusReceivedMessage
 from azure.servicebus.exceptions import (
     MessageAlreadySettled,
     MessageLockLostError,
@@ -28,6 +29,8 @@ from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActio
 from google.protobuf.empty_pb2 import Empty
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from .receivers import LoopReceiver
+
 logger = logging.getLogger("localdev.host")
 
 
@@ -37,7 +40,7 @@ class HeldSession:
     honoured once the current invocation ends (as the real host does)."""
 
     session_id: str
-    receiver: ServiceBusReceiver
+    receiver: LoopReceiver
     lock: threading.RLock = field(default_factory=threading.RLock)
     release_requested: bool = False
 
@@ -47,7 +50,7 @@ class HeldMessage:
     """A received message whose lock the host holds until it is settled."""
 
     message: ServiceBusReceivedMessage
-    receiver: ServiceBusReceiver
+    receiver: LoopReceiver
     lock: threading.RLock
     session: HeldSession | None = None
     settled: bool = False

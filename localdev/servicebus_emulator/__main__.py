@@ -1,4 +1,5 @@
-"""``python -m localdev.servicebus_emulator --config FILE [--host] [--port] [--data-dir]``."""
+"""``python -m localdev.servicebus_emulator --config FILE [--host] [--port] [--data-dir]
+[--http-port] [--idle-timeout]``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, QueueConfig, load
+from .config import ConfigError, NamespaceConfig, load
+from .connection import IDLE_TIMEOUT
 from .server import CONNECTION_STRING, Emulator
 
 log = logging.getLogger("localdev.servicebus_emulator")
@@ -39,26 +41,30 @@ def main(argv: list[str] | None = None) -> int:
         "--http-port", type=int, default=None,
         help="status port for GET /health and GET /queues (default: a free port, printed at start)",
     )  # fmt: skip
+    parser.add_argument(
+        "--idle-timeout", type=float, default=IDLE_TIMEOUT,
+        help="seconds a connection may stay silent; advertised in the AMQP open (default 240)",
+    )  # fmt: skip
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        queues = load(args.config)
+        namespace = load(args.config)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:
-        _run(_serve(queues, args))
+        _run(_serve(namespace, args))
     except OSError as error:
         print(f"error: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr)
         return 1
     return 0
 
 
-async def _serve(queues: list[QueueConfig], args: argparse.Namespace) -> None:
-    emulator = Emulator(queues, args.data_dir)
+async def _serve(namespace: NamespaceConfig, args: argparse.Namespace) -> None:
+    emulator = Emulator(namespace, args.data_dir, args.idle_timeout)
     port, http_port = await emulator.start(
         args.host, args.port, 0 if args.http_port is None else args.http_port
     )
@@ -69,8 +75,10 @@ async def _serve(queues: list[QueueConfig], args: argparse.Namespace) -> None:
             loop.add_signal_handler(sig, stop.set)
     durable = f"data in {args.data_dir}" if args.data_dir else "in memory"
     log.info(
-        "Service Bus emulator ready on amqp://%s:%d (%d queues, %s); health: http://%s:%d/health",
-        args.host, port, len(queues), durable, args.host, http_port,
+        "Service Bus emulator ready on amqp://%s:%d (%d queues, %d topics, %s); "
+        "health: http://%s:%d/health",
+        args.host, port, len(namespace.queues), len(namespace.topics), durable, args.host,
+        http_port,
     )  # fmt: skip
     log.info("connection string: %s", CONNECTION_STRING.format(host=args.host, port=port))
     await stop.wait()

@@ -12,12 +12,13 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .broker import BrokerError, Entity, MessageNotFound
 from .codec import Array, Described, Int, Long, Timestamp, decode_all
-from .message import AMQP_VALUE, APPLICATION_PROPERTIES, PROPERTIES, InvalidMessage, sections
+from .entities import Entity
+from .errors import BrokerError, MessageNotFound
+from .sections import AMQP_VALUE, APPLICATION_PROPERTIES, PROPERTIES, InvalidMessage, sections
 
 if TYPE_CHECKING:
-    from .amqp import AmqpSession
+    from .session import AmqpSession
 
 NO_FILTER = 253402300800000  # the SDK's "any time" for last-updated-time
 
@@ -74,17 +75,31 @@ def put_token(request: Request) -> tuple[int, str]:
     return 202, "Accepted"
 
 
-def dead_letter_fields(failure: Any) -> tuple[str | None, str | None]:
-    """Reason and description from a ``rejected`` outcome's error (the SDK's dead-letter)."""
+DEAD_LETTER_REASON, DEAD_LETTER_DESCRIPTION = "DeadLetterReason", "DeadLetterErrorDescription"
+
+
+def properties_to_modify(value: Any) -> dict[str, Any]:
+    """Application properties a settlement modifies (the SDKs' propertiesToModify): a map with
+    string or symbol keys, as the ``modified`` outcome, a dead-letter ``rejected`` outcome's
+    error info and the ``properties-to-modify`` of update-disposition carry them."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(key): item for key, item in value.items() if isinstance(key, str)}
+
+
+def dead_letter_fields(failure: Any) -> tuple[str | None, str | None, dict[str, Any]]:
+    """Reason, description and properties to modify from a ``rejected`` outcome's error (the
+    SDKs' dead-letter: the reason and description ride in the error's info map)."""
     if not isinstance(failure, Described) or not isinstance(failure.value, list):
-        return None, None
+        return None, None, {}
     fields = failure.value + [None] * 3
-    info = fields[2] if isinstance(fields[2], dict) else {}
-    reason = info.get("DeadLetterReason")
-    description = info.get("DeadLetterErrorDescription")
+    properties = properties_to_modify(fields[2])
+    reason = properties.pop(DEAD_LETTER_REASON, None)
+    description = properties.pop(DEAD_LETTER_DESCRIPTION, None)
     return (
         reason if isinstance(reason, str) else None,
         description if isinstance(description, str) else None,
+        properties,
     )
 
 
@@ -129,19 +144,19 @@ def _sequence_numbers(request: Request) -> list[int]:
 
 
 def renew_lock(session: AmqpSession, entity: Entity, request: Request) -> Response:
-    expirations = [session.broker.renew_lock(token) for token in _tokens(request)]
+    expirations = [session.broker.locks.renew(token) for token in _tokens(request)]
     return Response(200, "OK", {"expirations": Array(0x83, tuple(expirations))})
 
 
 def renew_session_lock(session: AmqpSession, entity: Entity, request: Request) -> Response:
     sid = request.field("session-id", str)
-    until = session.broker.renew_session(entity, sid, _link_name(request))
+    until = session.broker.sessions.renew(entity, sid, _link_name(request))
     return Response(200, "OK", {"expiration": Timestamp(until)})
 
 
 def get_session_state(session: AmqpSession, entity: Entity, request: Request) -> Response:
     sid = request.field("session-id", str)
-    state = session.broker.session_state(entity, sid, _link_name(request))
+    state = session.broker.sessions.state(entity, sid, _link_name(request))
     return Response(200, "OK", {"session-state": state})
 
 
@@ -150,7 +165,7 @@ def set_session_state(session: AmqpSession, entity: Entity, request: Request) ->
     state = request.field("session-state", (bytes, str), required=False)
     if isinstance(state, str):
         state = state.encode()
-    session.broker.set_session_state(entity, sid, state, _link_name(request))
+    session.broker.sessions.set_state(entity, sid, state, _link_name(request))
     return Response(200, "OK")
 
 
@@ -217,20 +232,22 @@ def receive_by_sequence_number(session: AmqpSession, entity: Entity, request: Re
 def update_disposition(session: AmqpSession, entity: Entity, request: Request) -> Response:
     status = request.field("disposition-status", str)
     sid = _session_id(request)
+    changes = properties_to_modify(request.field("properties-to-modify", dict, required=False))
     broker = session.broker
     for token in _tokens(request):
         if status == "completed":
             broker.complete(token, sid)
         elif status == "abandoned":
-            broker.abandon(token, sid)
+            broker.abandon(token, sid, changes)
         elif status in ("defered", "deferred"):
-            broker.defer(token, sid)
+            broker.defer(token, sid, changes)
         elif status == "suspended":
             broker.dead_letter(
                 token,
                 request.field("deadletter-reason", str, required=False),
                 request.field("deadletter-description", str, required=False),
                 sid,
+                changes,
             )
         else:
             raise BrokerError(f"Unknown disposition-status {status!r}.")
@@ -243,7 +260,7 @@ def get_message_sessions(session: AmqpSession, entity: Entity, request: Request)
     top = request.field("top", int, required=False) or 100
     if not entity.requires_session:
         raise BrokerError(f"The entity '{entity.name}' does not require sessions.")
-    ids = session.broker.session_ids(entity)[skip : skip + top]
+    ids = session.broker.sessions.session_ids(entity)[skip : skip + top]
     if not ids:
         return Response(204, "No sessions")
     return Response(

@@ -9,40 +9,26 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .codec import (
-    DecodeError,
-    Int,
-    Symbol,
-    decode,
-    decode_all,
-    encode,
-    skip,
-    write,
-    write_map_body,
+from .codec import Int, Symbol, decode, decode_all, encode, skip
+from .sections import (
+    APPLICATION_PROPERTIES,
+    DELIVERY_ANNOTATIONS,
+    HEADER,
+    MESSAGE_ANNOTATIONS,
+    PROPERTIES,
+    InvalidMessage,
+    list_items,
+    list_section,
+    map_section,
+    pair,
+    raw_map_items,
+    sections,
+    with_map_items,
 )
-
-HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES = (
-    0x70,
-    0x71,
-    0x72,
-    0x73,
-    0x74,
-)
-DATA, AMQP_SEQUENCE, AMQP_VALUE, FOOTER = 0x75, 0x76, 0x77, 0x78
-_SYMBOLIC_SECTIONS = {
-    "amqp:header:list": HEADER,
-    "amqp:delivery-annotations:map": DELIVERY_ANNOTATIONS,
-    "amqp:message-annotations:map": MESSAGE_ANNOTATIONS,
-    "amqp:properties:list": PROPERTIES,
-    "amqp:application-properties:map": APPLICATION_PROPERTIES,
-    "amqp:data:binary": DATA,
-    "amqp:amqp-sequence:list": AMQP_SEQUENCE,
-    "amqp:amqp-value:*": AMQP_VALUE,
-    "amqp:footer:map": FOOTER,
-}
 
 # Annotations only the broker sets: whatever a sender put there is dropped.
 BROKER_ANNOTATIONS = frozenset(
@@ -59,67 +45,6 @@ BROKER_ANNOTATIONS = frozenset(
 )
 
 ACTIVE, DEFERRED, SCHEDULED = 0, 1, 2
-
-
-class InvalidMessage(DecodeError):
-    pass
-
-
-def sections(payload: bytes) -> list[tuple[int, int, int]]:
-    """(section code, start, end) of every section in an encoded message, in order."""
-    found = []
-    pos = 0
-    view = memoryview(payload)
-    while pos < len(payload):
-        if payload[pos] != 0x00:
-            raise InvalidMessage("a message section must be a described value")
-        descriptor, body = decode(view, pos + 1)
-        end = skip(view, body)
-        if isinstance(descriptor, str):
-            code = _SYMBOLIC_SECTIONS.get(descriptor)
-        else:
-            code = descriptor if isinstance(descriptor, int) else None
-        if code is None or not HEADER <= code <= FOOTER:
-            raise InvalidMessage(f"unknown message section {descriptor!r}")
-        found.append((code, pos, end))
-        pos = end
-    return found
-
-
-def raw_map_items(section: bytes) -> list[tuple[Any, bytes]]:
-    """(key, encoded key+value) of a map section, keeping each value's bytes as they came."""
-    view = memoryview(section)
-    _, pos = decode(view, 1)  # the descriptor
-    code = view[pos]
-    if code == 0x40:
-        return []
-    if code == 0xC1:
-        count, pos = view[pos + 2], pos + 3
-    elif code == 0xD1:
-        count, pos = int.from_bytes(view[pos + 5 : pos + 9], "big"), pos + 9
-    else:
-        raise InvalidMessage("a map section does not hold a map")
-    items = []
-    for _ in range(count // 2):
-        key, after_key = decode(view, pos)
-        end = skip(view, after_key)
-        items.append((key, bytes(view[pos:end])))
-        pos = end
-    return items
-
-
-def map_section(code: int, items: list[bytes]) -> bytes:
-    out = bytearray(b"\x00\x53")
-    out.append(code)
-    write_map_body(out, b"".join(items), 2 * len(items))
-    return bytes(out)
-
-
-def pair(key: Any, value: Any) -> bytes:
-    out = bytearray()
-    write(out, key)
-    write(out, value)
-    return bytes(out)
 
 
 @dataclass(slots=True)
@@ -153,19 +78,26 @@ class Message:
     def size(self) -> int:
         return len(self.properties) + len(self.application_properties) + len(self.body)
 
-    def dead_letter_properties(self, reason: str | None, description: str | None) -> None:
-        items = [
-            raw
-            for key, raw in (
-                raw_map_items(self.application_properties) if self.application_properties else []
-            )
-            if key not in ("DeadLetterReason", "DeadLetterErrorDescription")
-        ]
-        if reason is not None:
-            items.append(pair("DeadLetterReason", reason))
-        if description is not None:
-            items.append(pair("DeadLetterErrorDescription", description))
-        self.application_properties = map_section(APPLICATION_PROPERTIES, items)
+    def as_incoming(self) -> Incoming:
+        """The message as if sent again (forwarded, or fanned out when its schedule is due)."""
+        return Incoming(
+            self.message_id,
+            self.session_id,
+            self.ttl_ms,
+            self.scheduled_at,
+            list(self.header),
+            list(self.annotations),
+            self.properties,
+            self.application_properties,
+            self.body,
+        )
+
+    def set_properties(self, values: dict[str, Any], removed: Iterable[str] = ()) -> None:
+        """Set application properties and remove others (a settlement's properties to modify,
+        a dead letter's reason and description); the rest keep their bytes."""
+        self.application_properties = with_map_items(
+            self.application_properties, APPLICATION_PROPERTIES, values, removed
+        )
         self.bare = None
 
     def encode(self, *, locked_until: int | None, lock_token: uuid.UUID | None = None) -> bytes:
@@ -232,6 +164,33 @@ class Incoming:
     properties: bytes
     application_properties: bytes
     body: bytes
+
+    def stored(
+        self, sequence_number: int, enqueued_at: int, expires_at: int | None, state: int
+    ) -> Message:
+        """The message as an entity keeps it, once it has a sequence number."""
+        return Message(
+            sequence_number=sequence_number,
+            message_id=self.message_id,
+            session_id=self.session_id,
+            enqueued_at=enqueued_at,
+            ttl_ms=self.ttl_ms,
+            expires_at=expires_at,
+            annotations=self.annotations,
+            properties=self.properties,
+            application_properties=self.application_properties,
+            body=self.body,
+            header=self.header,
+            state=state,
+            scheduled_at=self.scheduled_at,
+        )
+
+    def assign_message_id(self, message_id: str) -> None:
+        """Service Bus gives a message sent without a message id one of its own, written into
+        its properties section (a new one when the message has none)."""
+        items = list_items(self.properties) if self.properties else []
+        self.properties = list_section(PROPERTIES, [encode(message_id), *items[1:]])
+        self.message_id = message_id
 
 
 def parse(payload: bytes) -> Incoming:

@@ -1,4 +1,5 @@
-"""The emulator process: the AMQP listener, the broker's timers and a small HTTP status port."""
+"""The emulator process: the AMQP listener, the broker's timers, and the HTTP port (health,
+counts, the management API)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,15 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from .amqp import Connection
-from .broker import Broker, now_ms
-from .config import QueueConfig
+from . import http_server
+from .admin import Management
+from .broker import Broker
+from .config import NamespaceConfig
+from .connection import IDLE_TIMEOUT, Connection
 from .store import SqliteStore, Store
+from .timers import now_ms
 
 log = logging.getLogger("localdev.servicebus_emulator")
 
@@ -25,16 +27,26 @@ IDLE_WAKE_MS = 1000
 
 
 class Emulator:
-    def __init__(self, queues: Sequence[QueueConfig], data_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        namespace: NamespaceConfig,
+        data_dir: Path | None = None,
+        idle_timeout: float = IDLE_TIMEOUT,
+    ) -> None:
+        self.idle_timeout = idle_timeout
         self.store: Store | None = SqliteStore(data_dir) if data_dir else None
-        self.broker = Broker(queues, self.store)
+        self.broker = Broker(namespace, self.store)
         self.connections: set[Connection] = set()
         self._servers: list[asyncio.base_events.Server] = []
         self._ticker: asyncio.Task[None] | None = None
+        self.management: Management | None = None
 
     async def start(self, host: str, port: int, http_port: int | None) -> tuple[int, int | None]:
         amqp = await asyncio.get_running_loop().create_server(
-            lambda: Connection(self.broker, self.connections), host, port, backlog=512
+            lambda: Connection(self.broker, self.connections, self.idle_timeout),
+            host,
+            port,
+            backlog=512,
         )
         self._servers.append(amqp)
         port = amqp.sockets[0].getsockname()[1]
@@ -42,6 +54,7 @@ class Emulator:
             http = await asyncio.start_server(self._http, host, http_port)
             self._servers.append(http)
             http_port = http.sockets[0].getsockname()[1]
+            self.management = Management(self.broker, f"http://{host}:{http_port}")
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
         return port, http_port
 
@@ -59,45 +72,33 @@ class Emulator:
         """Sleep until the next timer is due (lock expiry, scheduled message, TTL), or until the
         broker sets an earlier one; an idle emulator wakes once a second."""
         woken = asyncio.Event()
-        self.broker.wake = woken.set
+        self.broker.timers.wake = woken.set
         while True:
-            due = self.broker.next_due()
+            due = self.broker.timers.next_due()
             until = now_ms() + IDLE_WAKE_MS if due is None else min(due, now_ms() + IDLE_WAKE_MS)
-            self.broker.sleeping_until = until
+            self.broker.timers.sleeping_until = until
             woken.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken.wait(), max(0.001, (until - now_ms()) / 1000))
-            self.broker.sleeping_until = None
+            self.broker.timers.sleeping_until = None
             try:
                 self.broker.tick()
             except Exception:
                 log.exception("timer processing failed")
 
     async def _http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """GET /health and GET /queues (counts per queue), for scripts and people."""
-        try:
-            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
-            path = request.split(b" ", 2)[1].decode("ascii", "replace") if b" " in request else ""
-            body: dict[str, Any]
-            if path == "/health":
-                status, body = "200 OK", {"status": "ready", "connections": len(self.connections)}
-            elif path == "/queues":
-                status, body = "200 OK", self.broker.counts()
-            else:
-                status, body = "404 Not Found", {"error": "try /health or /queues"}
-            payload = json.dumps(body).encode()
-            writer.write(
-                f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode()
-                + payload
+        await http_server.serve(reader, writer, self._respond)
+
+    async def _respond(self, request: http_server.Request) -> http_server.Response:
+        """GET /health and GET /queues (counts) for scripts and people; the rest is the
+        management API of the SDKs' administration clients (admin.py)."""
+        if request.method == "GET" and request.path in ("/health", "/queues"):
+            body = (
+                {"status": "ready", "connections": len(self.connections)}
+                if request.path == "/health"
+                else self.broker.counts()
             )
-            await writer.drain()
-        except (
-            asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError,
-            TimeoutError,
-            ConnectionError,
-        ):
-            pass
-        finally:
-            writer.close()
+            return http_server.Response(200, json.dumps(body).encode(), "application/json")
+        if self.management is None:
+            return http_server.Response(404, b"", "text/plain")
+        return self.management.handle(request)

@@ -33,8 +33,16 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 class EmulatorProcess:
     def __init__(
-        self, config: Path, *, host: str, port: int, data_dir: Path | None, log_path: Path
+        self,
+        config: Path,
+        *,
+        host: str,
+        port: int,
+        data_dir: Path | None,
+        log_path: Path,
+        idle_timeout: float | None = None,
     ) -> None:
+        self.idle_timeout = idle_timeout
         self.config = config
         self.host = host
         self.port = port
@@ -63,6 +71,8 @@ class EmulatorProcess:
         ]  # fmt: skip
         if self.data_dir is not None:
             command += ["--data-dir", str(self.data_dir)]
+        if self.idle_timeout is not None:
+            command += ["--idle-timeout", str(self.idle_timeout)]
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
@@ -91,6 +101,10 @@ class EmulatorProcess:
                 return bool(response.status == 200)
         except OSError:
             return False
+
+    def health(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.http_url}/health", timeout=5) as response:
+            return dict(json.load(response))
 
     def counts(self) -> dict[str, dict[str, int]]:
         with urllib.request.urlopen(f"{self.http_url}/queues", timeout=5) as response:
@@ -126,6 +140,7 @@ def run_emulator(
     port: int | None = None,
     data_dir: str | Path | None = None,
     host: str = "127.0.0.1",
+    idle_timeout: float | None = None,
 ) -> Iterator[EmulatorProcess]:
     """Start the emulator on ``port`` (a free one by default); stop it on exit."""
     with tempfile.TemporaryDirectory(prefix="sbemulator-") as tmp:
@@ -140,6 +155,7 @@ def run_emulator(
             port=port or free_port(host),
             data_dir=Path(data_dir) if data_dir is not None else None,
             log_path=Path(tmp) / "emulator.log",
+            idle_timeout=idle_timeout,
         )
         emulator.start()
         try:

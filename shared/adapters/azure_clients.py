@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
+from typing import TypeVar
 
 from azure.core.credentials import TokenCredential
 from azure.core.exceptions import ResourceExistsError
@@ -37,6 +38,8 @@ DEAD_LETTERS_TABLE = "deadletters"
 FAILED_SESSIONS_TABLE = "failedsessions"
 REPLAY_REQUESTS_TABLE = "replayrequests"
 IMPORT_PROGRESS_TABLE = "importprogress"
+IDEMPOTENCY_TABLE = "idempotencykeys"
+ORDER_PROGRESS_TABLE = "orderprogress"
 DEAD_LETTER_BODIES_CONTAINER = "deadletter-bodies"
 
 APP_TABLES = (
@@ -48,6 +51,8 @@ APP_TABLES = (
     REPLAY_REQUESTS_TABLE,
     IMPORT_PROGRESS_TABLE,
     IMPORT_JOBS_TABLE,
+    IDEMPOTENCY_TABLE,
+    ORDER_PROGRESS_TABLE,
     AUDIT_TABLE,
     CONFIRMATIONS_TABLE,
 )
@@ -80,32 +85,32 @@ def azurite_connection_string(
 
 
 def table_service(settings: StorageConnectionSettings) -> TableServiceClient:
-    connection_string = _storage_connection_string(settings)
-    if connection_string:
-        return TableServiceClient.from_connection_string(connection_string)
-    return TableServiceClient(
-        endpoint=_service_uri(settings, "table", settings.table_service_uri),
-        credential=_credential(settings.client_id),
-    )
+    return _storage_client(TableServiceClient, "table", settings.table_service_uri, settings)
 
 
 def blob_service(settings: StorageConnectionSettings) -> BlobServiceClient:
-    connection_string = _storage_connection_string(settings)
-    if connection_string:
-        return BlobServiceClient.from_connection_string(connection_string)
-    return BlobServiceClient(
-        account_url=_service_uri(settings, "blob", settings.blob_service_uri),
-        credential=_credential(settings.client_id),
-    )
+    return _storage_client(BlobServiceClient, "blob", settings.blob_service_uri, settings)
 
 
 def queue_service(settings: StorageConnectionSettings) -> QueueServiceClient:
+    return _storage_client(QueueServiceClient, "queue", settings.queue_service_uri, settings)
+
+
+StorageClient = TypeVar("StorageClient", TableServiceClient, BlobServiceClient, QueueServiceClient)
+
+
+def _storage_client(
+    kind: type[StorageClient],
+    service: str,
+    explicit_uri: str | None,
+    settings: StorageConnectionSettings,
+) -> StorageClient:
+    """A connection string's client, or the service's address with the app's identity."""
     connection_string = _storage_connection_string(settings)
     if connection_string:
-        return QueueServiceClient.from_connection_string(connection_string)
-    return QueueServiceClient(
-        account_url=_service_uri(settings, "queue", settings.queue_service_uri),
-        credential=_credential(settings.client_id),
+        return kind.from_connection_string(connection_string)
+    return kind(
+        _service_uri(settings, service, explicit_uri), credential=_credential(settings.client_id)
     )
 
 

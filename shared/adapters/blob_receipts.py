@@ -5,12 +5,13 @@ from __future__ import annotations
 from azure.core.exceptions import ResourceNotFoundError
 from azure.storage.blob import ContainerClient, ContentSettings
 
-from ..domain.errors import PipelineError
+from ..domain.errors import NotFound
+from .azure_errors import BLOB_STORAGE, translated
 
 PDF = "application/pdf"
 
 
-class ReceiptNotFound(PipelineError, LookupError):
+class ReceiptNotFound(NotFound):
     """No receipt is stored for the order."""
 
 
@@ -18,6 +19,7 @@ class BlobReceiptStore:
     def __init__(self, container: ContainerClient) -> None:
         self._container = container
 
+    @translated(BLOB_STORAGE)
     def save(self, order_number: str, pdf: bytes) -> str:
         """Write (or overwrite: a redelivered task renders the same receipt again) and return
         the location as ``<container>/<blob>``, e.g. ``receipts/ORD-00000001.pdf``."""
@@ -27,6 +29,7 @@ class BlobReceiptStore:
         )
         return f"{self._container.container_name}/{name}"
 
+    @translated(BLOB_STORAGE)
     def load(self, order_number: str) -> bytes:
         """The stored PDF, byte for byte. Raises ``ReceiptNotFound`` when there is none."""
         try:

@@ -3,22 +3,21 @@ and the session seeder, all on the azure-servicebus SDK."""
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 from azure.servicebus import (
     ServiceBusClient,
-    ServiceBusMessage,
     ServiceBusReceivedMessage,
     ServiceBusReceiver,
     ServiceBusSubQueue,
 )
 from azure.servicebus.exceptions import MessageSizeExceededError
 
+from ..domain.envelope import body_bytes, plain_properties
 from ..service_layer.ports import DeadLetter, OutgoingMessage
-from .servicebus_sender import SenderPool
+from .azure_errors import SERVICE_BUS, translated
+from .servicebus_sender import SenderPool, to_service_bus_message
 
 RECEIVE_WAIT_SECONDS = 2.0
 # Service Bus writes the reason and description into the application properties of a dead
@@ -27,42 +26,19 @@ RECEIVE_WAIT_SECONDS = 2.0
 DEAD_LETTER_PROPERTIES = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})
 
 
-def message_body(message: ServiceBusReceivedMessage) -> bytes:
-    """The body as bytes, whatever section carried it."""
-    body: Any = message.body
-    if isinstance(body, bytes | bytearray):
-        return bytes(body)
-    if isinstance(body, str):
-        return body.encode("utf-8")
-    if body is None:
-        return b""
-    return b"".join(bytes(chunk) for chunk in body)
-
-
-def plain_properties(properties: Mapping[Any, Any] | None) -> dict[str, Any]:
-    """Application properties with str keys and JSON-friendly values."""
-    result: dict[str, Any] = {}
-    for key, value in (properties or {}).items():
-        name = key.decode("utf-8") if isinstance(key, bytes) else str(key)
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", errors="replace")
-        elif isinstance(value, dt.datetime | dt.timedelta | dt.date):
-            value = str(value)
-        result[name] = value
-    return result
-
-
 class ServiceBusDeadLetterReader:
     def __init__(self, queue: str, receiver: ServiceBusReceiver) -> None:
         self._queue = queue
         self._receiver = receiver
 
+    @translated(SERVICE_BUS)
     def receive(self, max_messages: int) -> list[DeadLetter]:
         messages = self._receiver.receive_messages(
             max_message_count=max_messages, max_wait_time=RECEIVE_WAIT_SECONDS
         )
         return [self._letter(message) for message in messages]
 
+    @translated(SERVICE_BUS)
     def complete(self, letters: Sequence[DeadLetter]) -> None:
         for letter in letters:
             self._receiver.complete_message(letter.handle)
@@ -73,7 +49,7 @@ class ServiceBusDeadLetterReader:
             session_id=message.session_id,
             sequence_number=message.sequence_number or 0,
             message_id=message.message_id,
-            body=message_body(message),
+            body=body_bytes(message.body),
             content_type=message.content_type,
             application_properties={
                 name: value
@@ -108,22 +84,14 @@ class ServiceBusResender:
     def __init__(self, client: ServiceBusClient, senders: SenderPool | None = None) -> None:
         self._senders = senders or SenderPool(client)
 
+    @translated(SERVICE_BUS)
     def resend(self, queue_name: str, session_id: str, messages: Sequence[OutgoingMessage]) -> None:
         if not messages:
             return
         with self._senders.sender(queue_name) as sender:
             batch = sender.create_message_batch()
             for outgoing in messages:
-                properties: dict[str | bytes, Any] = {
-                    key: value for key, value in outgoing.application_properties.items()
-                }
-                message = ServiceBusMessage(
-                    outgoing.body,
-                    session_id=session_id,
-                    message_id=outgoing.message_id,
-                    content_type=outgoing.content_type,
-                    application_properties=properties,
-                )
+                message = to_service_bus_message(session_id, outgoing)
                 try:
                     batch.add_message(message)
                 except MessageSizeExceededError:
@@ -139,6 +107,7 @@ class ServiceBusSessionSeeder:
     def __init__(self, client: ServiceBusClient) -> None:
         self._client = client
 
+    @translated(SERVICE_BUS)
     def seed(self, queue_name: str, session_id: str, state: bytes) -> None:
         """Set the state unless the session has one already. A replay repeated after a crash
         between sending and marking the rows seeds again, and by then the processor may be

@@ -16,11 +16,9 @@ from azure.servicebus import (
 from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusError
 
 from ..domain.envelope import CONTENT_TYPE, TaskMessage
-from ..domain.errors import PipelineError
-
-
-class SessionTooLarge(PipelineError):
-    """The messages of one session do not fit in one batch, so they cannot be sent atomically."""
+from ..domain.errors import SessionTooLarge
+from ..service_layer.ports import OutgoingMessage
+from .azure_errors import SERVICE_BUS, translated
 
 
 class SenderPool:
@@ -71,6 +69,7 @@ class ServiceBusTaskSender:
     def __init__(self, client: ServiceBusClient, senders: SenderPool | None = None) -> None:
         self._senders = senders or SenderPool(client)
 
+    @translated(SERVICE_BUS)
     def send_session(
         self, queue_name: str, session_id: str, messages: Sequence[TaskMessage]
     ) -> None:
@@ -85,19 +84,27 @@ class ServiceBusTaskSender:
 
 
 def to_service_bus_message(
-    session_id: str, message: TaskMessage, *, message_id: str | None = None
+    session_id: str, message: TaskMessage | OutgoingMessage, *, message_id: str | None = None
 ) -> ServiceBusMessage:
-    """The body is the task as JSON; the routing fields are repeated as application
-    properties, and the message id is deterministic so duplicate detection catches a
-    re-send: ``message.message_id()`` (job:step) unless the caller knows a better one, e.g.
-    job:row for an import whose job spans several sessions."""
-    properties: dict[str | bytes, Any] = dict(message.application_properties().items())
+    """The one way a message is put on a queue. A task's body is the task as JSON, its routing
+    fields repeated as application properties, and its message id deterministic so duplicate
+    detection catches a re-send: ``message.message_id()`` (job:step) unless the caller knows a
+    better one, e.g. job:row for an import whose job spans several sessions. An
+    ``OutgoingMessage`` (a replayed dead letter) goes as it is, byte for byte."""
+    if isinstance(message, TaskMessage):
+        message = OutgoingMessage(
+            body=message.to_json(),
+            message_id=message_id or message.message_id(),
+            content_type=CONTENT_TYPE,
+            application_properties=message.application_properties(),
+        )
+    properties: dict[str | bytes, Any] = dict(message.application_properties.items())
     return ServiceBusMessage(
-        message.to_json(),
+        message.body,
         session_id=session_id,
-        message_id=message_id or message.message_id(),
+        message_id=message_id or message.message_id,
         application_properties=properties,
-        content_type=CONTENT_TYPE,
+        content_type=message.content_type,
     )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from azure.servicebus import ServiceBusClient, ServiceBusSubQueue
 
+from .azure_errors import SERVICE_BUS, translated
+
 _PEEK_BATCH = 250
 
 
@@ -14,6 +16,7 @@ class ServiceBusDeadLetterCounter:
     def __init__(self, client: ServiceBusClient) -> None:
         self._client = client
 
+    @translated(SERVICE_BUS)
     def waiting(self, queue: str, *, up_to: int) -> int:
         """Dead letters in ``queue``'s dead-letter sub-queue, at most ``up_to``."""
         counted = 0

@@ -18,11 +18,12 @@ from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.data.tables import TableClient, TableEntity, UpdateMode
 
 from ..domain.payments import Charge, PaymentDeclined, PaymentProviderUnavailable
-from .table_keys import escape_key
+from .azure_errors import TABLE_STORAGE, translated
+from .table_keys import table_key
 
 ALL_CARDS = "*"
 _CHARGE_ROW = "charge"
-# escape_key never yields a key starting with '!', so the control entity cannot collide
+# table_key never yields a key starting with '!', so the control entity cannot collide
 # with the charge of any idempotency key.
 _CONTROL_PARTITION = "!simulator"
 _OUTAGE_ROW = "outage"
@@ -50,11 +51,12 @@ class TableSimulatedPaymentGateway:
         self._decline_tokens = frozenset(decline_tokens)
         self._outage_tokens = frozenset(outage_tokens)
 
+    @translated(TABLE_STORAGE)
     def charge(
         self, *, idempotency_key: str, card_token: str, amount: Decimal, currency: str
     ) -> Charge:
         requested = {"Amount": str(amount), "Currency": currency, "CardToken": card_token}
-        partition = escape_key(idempotency_key)
+        partition = table_key(idempotency_key)
         existing = self._get(partition, _CHARGE_ROW)
         if existing is not None:
             return _replay(existing, idempotency_key, amount, currency, card_token)
@@ -86,6 +88,12 @@ class TableSimulatedPaymentGateway:
             return _replay(winner, idempotency_key, amount, currency, card_token)
         return _to_charge(entity)
 
+    @translated(TABLE_STORAGE)
+    def find(self, idempotency_key: str) -> Charge | None:
+        entity = self._get(table_key(idempotency_key), _CHARGE_ROW)
+        return _to_charge(entity) if entity is not None else None
+
+    @translated(TABLE_STORAGE)
     def set_outage(self, tokens: Iterable[str] | None) -> None:
         """From now on the provider is down for ``tokens`` (``*`` for every card) and up for
         every other card; ``None`` or an empty list means up for all. Overrides the outage
@@ -101,10 +109,12 @@ class TableSimulatedPaymentGateway:
             mode=UpdateMode.REPLACE,
         )
 
+    @translated(TABLE_STORAGE)
     def reset_outage(self) -> None:
         """Back to the outage tokens given to the constructor (the settings)."""
         self._table.delete_entity(_CONTROL_PARTITION, _OUTAGE_ROW)  # no error when absent
 
+    @translated(TABLE_STORAGE)
     def current_outage(self) -> frozenset[str]:
         """The cards the provider is down for right now."""
         control = self._get(_CONTROL_PARTITION, _OUTAGE_ROW)
@@ -112,6 +122,7 @@ class TableSimulatedPaymentGateway:
             return self._outage_tokens
         return frozenset(json.loads(str(control["Tokens"])))
 
+    @translated(TABLE_STORAGE)
     def list_charges(self) -> list[Charge]:
         """Every charge made through this table, oldest first."""
         entities = self._table.query_entities("RowKey eq @row", parameters={"row": _CHARGE_ROW})

@@ -1,13 +1,21 @@
-"""E-mail over SMTP with the standard library."""
+"""E-mail over SMTP with the standard library.
+
+Whatever the text holds, the message can be sent: the body goes quoted-printable (7-bit, any
+line length, control characters escaped), a lone surrogate becomes U+FFFD, and the recipient is
+written on the envelope and in the To header as an SMTP mailbox (quoted when needed, the domain
+in IDNA form, SMTPUTF8 only for a non-ASCII local part).
+"""
 
 from __future__ import annotations
 
 import smtplib
 import ssl
 from email.message import EmailMessage
+from email.policy import SMTP, SMTPUTF8
 from email.utils import formatdate
 
-from ..domain.errors import PermanentTaskError, TransientTaskError
+from ..domain.errors import InvalidInput, PermanentTaskError, TransientTaskError
+from ..domain.mailboxes import Mailbox, parse_mailbox
 from ..service_layer.ports import Email
 
 UNAVAILABLE = "EmailServerUnavailable"
@@ -43,7 +51,7 @@ class SmtpEmailSender:
 
     def send(self, email: Email) -> None:
         """Deliver ``email`` to the server, or raise a transient or permanent task error."""
-        message = self._message(email)
+        to = _recipient(email.to)
         server = f"{self._host}:{self._port}"
         try:
             with smtplib.SMTP(self._host, self._port, timeout=self._timeout) as smtp:
@@ -51,9 +59,24 @@ class SmtpEmailSender:
                     smtp.starttls(context=ssl.create_default_context())
                 if self._username:
                     smtp.login(self._username, self._password or "")
-                # The envelope names the recipient itself: parsing it back out of the To header
-                # would turn a malformed address into an empty one instead of a refusal.
-                smtp.send_message(message, from_addr=self._sender, to_addrs=[email.to])
+                smtp.ehlo_or_helo_if_needed()
+                if to.needs_smtputf8 and not smtp.has_extn("smtputf8"):
+                    raise PermanentTaskError(
+                        REJECTED,
+                        f"The mail server {server} does not take internationalised addresses "
+                        f"(SMTPUTF8), which {to.address()} needs. Point SMTP_HOST at a server "
+                        "that does, then replay the message.",
+                    )
+                # The envelope names the recipient itself, as an SMTP mailbox: parsing it back
+                # out of the To header would turn a malformed address into another one.
+                smtp.sendmail(
+                    self._sender,
+                    [to.address()],
+                    self._message(email, to).as_bytes(
+                        policy=SMTPUTF8 if to.needs_smtputf8 else SMTP
+                    ),
+                    mail_options=("SMTPUTF8", "BODY=8BITMIME") if to.needs_smtputf8 else (),
+                )
         except smtplib.SMTPRecipientsRefused as error:
             codes = [code for code, _ in error.recipients.values()]
             replies = "; ".join(
@@ -114,17 +137,17 @@ class SmtpEmailSender:
                 "keeps happening, check that the server runs and SMTP_HOST/SMTP_PORT.",
             ) from error
 
-    def _message(self, email: Email) -> EmailMessage:
+    def _message(self, email: Email, to: Mailbox) -> EmailMessage:
         message = EmailMessage()
         message["From"] = self._sender
-        message["To"] = email.to
-        message["Subject"] = email.subject
+        message["To"] = to.address()
+        message["Subject"] = _scalar_values(email.subject)
         message["Date"] = formatdate(usegmt=True)
         message_id = email.message_id.strip()
         if not message_id.startswith("<"):
             message_id = f"<{message_id}>"
         message["Message-ID"] = message_id
-        message.set_content(email.text)
+        message.set_content(_scalar_values(email.text), cte="quoted-printable")
         for attachment in email.attachments:
             maintype, _, subtype = attachment.content_type.partition("/")
             message.add_attachment(
@@ -134,6 +157,23 @@ class SmtpEmailSender:
                 filename=attachment.filename,
             )
         return message
+
+
+def _recipient(address: str) -> Mailbox:
+    try:
+        return parse_mailbox(address, field="customer_email")
+    except InvalidInput as error:
+        raise PermanentTaskError(
+            REJECTED,
+            f"The e-mail cannot be sent to {address!r}: the address {error.problem}. Correct "
+            "the customer's e-mail address and send the receipt again.",
+        ) from error
+
+
+def _scalar_values(text: str) -> str:
+    """``text`` with each lone surrogate (not a character, and not encodable in any UTF)
+    replaced by U+FFFD, as a decoder would."""
+    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
 
 
 def _text(reply: bytes | str) -> str:

@@ -6,6 +6,8 @@ import json
 
 from azure.storage.queue import QueueClient, TextBase64EncodePolicy
 
+from .azure_errors import QUEUE_STORAGE, translated
+
 
 def replay_queue_client(queue: QueueClient) -> QueueClient:
     """The same queue with base64 message text: the queue trigger's default encoding."""
@@ -22,5 +24,6 @@ class StorageQueueReplayQueue:
     def __init__(self, queue: QueueClient) -> None:
         self._queue = queue
 
+    @translated(QUEUE_STORAGE)
     def enqueue(self, request_id: str) -> None:
         self._queue.send_message(json.dumps({"request_id": request_id}))

@@ -12,7 +12,8 @@ from typing import Any
 from azure.data.tables import TableClient
 
 from ..domain.audit import AuditEntry, Change, MessageEdit
-from .table_keys import session_key
+from .azure_errors import TABLE_STORAGE, translated
+from .table_keys import table_key
 
 AUDIT_TABLE = "operatoraudit"
 
@@ -23,10 +24,11 @@ class TableAuditTrail:
     def __init__(self, table: TableClient) -> None:
         self._table = table
 
+    @translated(TABLE_STORAGE)
     def record(self, entry: AuditEntry) -> None:
         self._table.create_entity(
             {
-                "PartitionKey": session_key(entry.session_id),
+                "PartitionKey": table_key(entry.session_id),
                 # Time first, so rows sort in the order they happened; the suffix keeps two
                 # actions in the same microsecond apart.
                 "RowKey": f"{entry.at}|{uuid.uuid4().hex}",
@@ -40,9 +42,10 @@ class TableAuditTrail:
             }
         )
 
+    @translated(TABLE_STORAGE)
     def history(self, session_id: str) -> list[AuditEntry]:
         entities = self._table.query_entities(
-            "PartitionKey eq @pk", parameters={"pk": session_key(session_id)}
+            "PartitionKey eq @pk", parameters={"pk": table_key(session_id)}
         )
         return [_entry(e) for e in sorted(entities, key=lambda e: str(e["RowKey"]))]
 

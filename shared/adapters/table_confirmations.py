@@ -14,6 +14,7 @@ from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
 
 from ..domain.confirmations import BulkAction, Confirmation, ConfirmationRefused, Selection
+from .azure_errors import TABLE_STORAGE, translated
 
 CONFIRMATIONS_TABLE = "confirmations"
 _PARTITION = "confirmation"
@@ -29,6 +30,7 @@ class TableConfirmations:
     def __init__(self, table: TableClient) -> None:
         self._table = table
 
+    @translated(TABLE_STORAGE)
     def issue(
         self, action: BulkAction, selection: Selection, sessions: int, digest: str, expires_at: str
     ) -> Confirmation:
@@ -48,6 +50,7 @@ class TableConfirmations:
         )
         return confirmation
 
+    @translated(TABLE_STORAGE)
     def redeem(self, token: str) -> Confirmation:
         """The token's confirmation, marked redeemed so that it confirms nothing else. Raises
         ``ConfirmationRefused`` when it is unknown or already redeemed."""

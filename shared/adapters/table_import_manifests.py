@@ -1,10 +1,10 @@
 """The manifests of product import jobs in Table Storage (table ``importjobs``).
 
-The Spark job writes them (spark_jobs ships this module in its wheel) and the function app
-reads them for GET /api/imports/{job_id}, so this module needs only azure-data-tables: no
-pyspark, no blob or queue client. One entity per job: PartitionKey = the job id (escaped like
-the app's other keys), RowKey = ``manifest``. Saving again replaces it, so a re-run of the same
-job keeps one manifest.
+The Spark job saves them (its wheel ships ``shared``) once it has sent a job's rows; the
+function app reads them for GET /api/imports/{job_id}. One entity per job: PartitionKey =
+``table_key(job id)``, RowKey ``manifest``; saving again replaces it, so a re-run of the same
+job keeps one manifest. The job's sessions are kept as JSON, spread over ``sessions``,
+``sessions_1``, ... when they outgrow one string property.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
 
 from ..domain.import_jobs import JobManifest, ManifestNotFound
-from .table_keys import session_key
+from .azure_errors import TABLE_STORAGE, translated
+from .table_keys import table_key
 
 IMPORT_JOBS_TABLE = "importjobs"
 _ROW_KEY = "manifest"
@@ -31,14 +32,16 @@ class TableManifestStore:
     def __init__(self, table: TableClient) -> None:
         self._table = table
 
+    @translated(TABLE_STORAGE)
     def save(self, manifest: JobManifest) -> None:
         """Insert or replace the manifest of ``manifest.job_id``."""
         self._table.upsert_entity(manifest_entity(manifest), mode=UpdateMode.REPLACE)
 
+    @translated(TABLE_STORAGE)
     def get(self, job_id: str) -> JobManifest:
         """The manifest of ``job_id``; raises ``ManifestNotFound`` when there is none."""
         try:
-            entity = self._table.get_entity(session_key(job_id), _ROW_KEY)
+            entity = self._table.get_entity(table_key(job_id), _ROW_KEY)
         except ResourceNotFoundError as error:
             raise ManifestNotFound(job_id) from error
         return manifest_of(entity)
@@ -46,7 +49,7 @@ class TableManifestStore:
 
 def manifest_entity(manifest: JobManifest) -> dict[str, Any]:
     return {
-        "PartitionKey": session_key(manifest.job_id),
+        "PartitionKey": table_key(manifest.job_id),
         "RowKey": _ROW_KEY,
         "job_id": manifest.job_id,
         "queue_name": manifest.queue_name,

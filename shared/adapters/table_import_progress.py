@@ -7,7 +7,8 @@ from typing import Any
 
 from azure.data.tables import TableClient, UpdateMode
 
-from .table_archive import session_key
+from .azure_errors import TABLE_STORAGE, translated
+from .table_keys import table_key
 
 
 class TableImportProgress:
@@ -17,13 +18,14 @@ class TableImportProgress:
     def __init__(self, table: TableClient) -> None:
         self._table = table
 
+    @translated(TABLE_STORAGE)
     def record(
         self, job_id: str, session_id: str, step: int | None, *, status: str, reason: str | None
     ) -> None:
         entity: dict[str, Any] = {
-            "PartitionKey": session_key(job_id),
+            "PartitionKey": table_key(job_id),
             # '~~' never occurs in an escaped key ('~' is always followed by two hex digits).
-            "RowKey": f"{session_key(session_id)}~~{step if step is not None else 'x':>09}",
+            "RowKey": f"{table_key(session_id)}~~{step if step is not None else 'x':>09}",
             "status": status,
             "session_id": session_id,
         }
@@ -33,8 +35,9 @@ class TableImportProgress:
             entity["reason"] = reason
         self._table.upsert_entity(entity, mode=UpdateMode.REPLACE)
 
+    @translated(TABLE_STORAGE)
     def counts(self, job_id: str) -> dict[str, int]:
         entities = self._table.query_entities(
-            "PartitionKey eq @pk", parameters={"pk": session_key(job_id)}, select=["status"]
+            "PartitionKey eq @pk", parameters={"pk": table_key(job_id)}, select=["status"]
         )
         return dict(Counter(entity["status"] for entity in entities))

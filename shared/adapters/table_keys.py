@@ -1,49 +1,40 @@
-"""Table keys built from outside values (job ids, idempotency keys).
+"""Table keys built from outside values: session ids, job ids, SKUs, idempotency keys.
 
-Azure Tables forbids ``/``, ``\\``, ``#``, ``?`` and control characters in keys and caps them at
-1 KiB. Values made only of safe characters are used as they are, so the table stays readable;
-anything else is base64url-encoded behind a ``~`` that a plain value can never start with, so
-two different values never share a key. Keys an adapter keeps for itself start with ``!``.
+Azure Tables forbids ``/``, ``\\``, ``#``, ``?`` and control characters in a PartitionKey or
+RowKey and caps it at 1 KiB. ``table_key`` keeps every other character, so the table stays
+readable, and writes each forbidden one, and ``~`` and ``!``, as ``~XX`` (its code point in
+hex): two different values never share a key, and ``value_of_table_key`` gives the value back.
+A key an adapter keeps for itself starts with ``!``, which no escaped value does. A value
+whose escaped form would not fit is keyed by its SHA-256 digest (``~sha256~<hex>``, which no
+escaped value is: ``~s`` is no escape); such a row keeps the value itself in a column.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import re
 
-_PLAIN = re.compile(r"^[A-Za-z0-9._:@-]{1,256}$")
-_MAX_ENCODED = 512
+NO_VALUE = "~"  # the key of None (no session id): a lone '~' is never an escaped value
+MAX_KEY_LENGTH = 512
+_DIGEST = "~sha256~"
+_ESCAPED = set("/\\#?~!") | {chr(c) for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
 
 
-def escape_key(value: str) -> str:
+def table_key(value: str | None) -> str:
     """A valid, injective PartitionKey/RowKey for ``value``."""
-    if _PLAIN.match(value):
-        return value
-    encoded = base64.urlsafe_b64encode(value.encode("utf-8")).decode("ascii").rstrip("=")
-    if len(encoded) <= _MAX_ENCODED:
-        return f"~{encoded}"
-    # Too long to keep whole: a digest is still unique for any practical purpose.
-    return f"~sha256-{hashlib.sha256(value.encode('utf-8')).hexdigest()}"
+    if value is None:
+        return NO_VALUE
+    key = "".join(f"~{ord(c):02X}" if c in _ESCAPED else c for c in value)
+    if len(key) <= MAX_KEY_LENGTH:
+        return key
+    return _DIGEST + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-# -- session ids as keys: readable where they can be, every one reversible -----------------------
-
-_NO_SESSION = "~"  # a lone '~' is never produced by escaping a real session id
-_FORBIDDEN = set("/\\#?~") | {chr(c) for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
-
-
-def session_key(session_id: str | None) -> str:
-    """A valid PartitionKey for any session id Service Bus accepts ('/', '\\', '#', '?',
-    control characters, 128 characters), and reversible: ``~XX`` per escaped character."""
-    if session_id is None:
-        return _NO_SESSION
-    return "".join(f"~{ord(c):02X}" if c in _FORBIDDEN else c for c in session_id)
-
-
-def session_id_of(key: str) -> str | None:
-    if key == _NO_SESSION:
+def value_of_table_key(key: str) -> str | None:
+    """The value ``table_key`` made ``key`` from; raises ``ValueError`` for a digest key."""
+    if key == NO_VALUE:
         return None
+    if key.startswith(_DIGEST):
+        raise ValueError("a digest key cannot be turned back into its value")
     out, i = [], 0
     while i < len(key):
         if key[i] == "~":

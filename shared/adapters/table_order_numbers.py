@@ -10,10 +10,11 @@ from azure.core import MatchConditions
 from azure.data.tables import TableClient, TableEntity, TableTransactionError, UpdateMode
 
 from ..domain.errors import TransientTaskError
-from .table_keys import escape_key
+from .azure_errors import TABLE_STORAGE, translated
+from .table_keys import table_key
 
 _PARTITION = "order-numbers"
-_COUNTER = "!counter"  # escape_key never yields a key starting with '!'
+_COUNTER = "!counter"  # table_key never yields a key starting with '!'
 _MAX_ATTEMPTS = 200
 # Status codes of a lost race: the counter moved (412) or someone created it, or this job's
 # allocation, first (409). Anything else is a real failure and is raised as it is.
@@ -30,8 +31,9 @@ class TableOrderNumbers:
         self._table = table
         self._prefix = prefix
 
+    @translated(TABLE_STORAGE)
     def allocate(self, job_id: str) -> str:
-        row_key = escape_key(job_id)
+        row_key = table_key(job_id)
         for attempt in range(_MAX_ATTEMPTS):
             allocation, counter = self._read(row_key)
             if allocation is not None:
@@ -66,6 +68,11 @@ class TableOrderNumbers:
             f"Could not allocate an order number for job {job_id} after {_MAX_ATTEMPTS} "
             "attempts: too many workers allocated at the same moment. The task will be retried.",
         )
+
+    @translated(TABLE_STORAGE)
+    def find(self, job_id: str) -> str | None:
+        allocation, _ = self._read(table_key(job_id))
+        return str(allocation["OrderNumber"]) if allocation is not None else None
 
     def _counter_operation(self, counter: TableEntity | None, number: int) -> Any:
         entity = {"PartitionKey": _PARTITION, "RowKey": _COUNTER, "Last": number}

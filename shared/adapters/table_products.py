@@ -9,7 +9,8 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
 
 from ..domain.products import Product
-from .table_keys import escape_key
+from .azure_errors import TABLE_STORAGE, translated
+from .table_keys import table_key
 
 _ROW = "product"
 
@@ -22,12 +23,13 @@ class TableProductCatalog:
     def __init__(self, table: TableClient) -> None:
         self._table = table
 
+    @translated(TABLE_STORAGE)
     def find(self, skus: Sequence[str]) -> dict[str, Product]:
         """The products that exist among ``skus``; unknown SKUs are left out."""
         found: dict[str, Product] = {}
         for sku in dict.fromkeys(skus):
             try:
-                entity = self._table.get_entity(escape_key(sku), _ROW)
+                entity = self._table.get_entity(table_key(sku), _ROW)
             except ResourceNotFoundError:
                 continue
             found[sku] = Product(
@@ -39,11 +41,12 @@ class TableProductCatalog:
             )
         return found
 
+    @translated(TABLE_STORAGE)
     def upsert(self, product: Product) -> None:
         """Create or replace the product: importing the same row twice leaves one product."""
         self._table.upsert_entity(
             {
-                "PartitionKey": escape_key(product.sku),
+                "PartitionKey": table_key(product.sku),
                 "RowKey": _ROW,
                 "Sku": product.sku,
                 "Name": product.name,

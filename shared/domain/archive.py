@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from .envelope import parse_task_message, routing_hint
-from .errors import MalformedMessage, PipelineError
+from .envelope import parse_task_message, plain_properties, routing_hint
+from .errors import Conflict, MalformedMessage, NotFound
+from .reasons import SESSION_FAILED
 
 FAILED: Literal["failed"] = "failed"
 REPLAYED: Literal["replayed"] = "replayed"
-SESSION_FAILED = "SessionFailed"
 
 # Fixed namespace: the same (session, idempotency key) always yields the same new session id.
 _REPLAY_NAMESPACE = uuid.UUID("0b8a4f1e-34c5-4f8e-bb1c-9c6c1d6f7e21")
@@ -34,7 +34,9 @@ def replay_session_id(session_id: str, idempotency_key: str) -> str:
 
 
 @dataclass(frozen=True)
-class ArchivedMessage:
+class MessageCopy:
+    """A message as its queue held it: what a dead letter and its archived row share."""
+
     queue: str
     session_id: str | None
     sequence_number: int
@@ -42,6 +44,10 @@ class ArchivedMessage:
     body: bytes
     content_type: str | None
     application_properties: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ArchivedMessage(MessageCopy):
     reason: str
     description: str
     enqueued_time: str | None
@@ -73,7 +79,7 @@ def routing_of(body: bytes, application_properties: Mapping[Any, Any]) -> dict[s
         message = parse_task_message(body)
     except MalformedMessage:
         step, is_last = routing_hint(application_properties)
-        props = {str(k): v for k, v in application_properties.items()}
+        props = plain_properties(application_properties)
         job_id, task = props.get("job_id"), props.get("task")
         return {
             "job_id": job_id if isinstance(job_id, str) else None,
@@ -118,6 +124,26 @@ class FailureRecord:
 
 
 @dataclass(frozen=True)
+class ReplayClaim:
+    """The one replay a failed session gets: the first request to claim the session's summary
+    (under its idempotency key) replays it, as ``new_session_id``; every other key is refused."""
+
+    key: str
+    new_session_id: str
+    claimed_at: str
+
+
+@dataclass(frozen=True)
+class SummaryFilter:
+    """Which failed sessions to list: each field that is set must match."""
+
+    queue: str | None = None
+    task: str | None = None
+    reason: str | None = None
+    status: str | None = None  # "failed", "replayed", or None for both
+
+
+@dataclass(frozen=True)
 class FailedSession:
     """One failed session as an operator sees it."""
 
@@ -135,6 +161,7 @@ class FailedSession:
     replayed_session_id: str | None = None
     replay_key: str | None = None
     replayed_at: str | None = None
+    claim: ReplayClaim | None = None  # set when a replay claimed it, before anything is sent
 
 
 def summarize(
@@ -165,13 +192,17 @@ def summarize(
     )
 
 
-class SessionNotArchived(PipelineError):
+class SessionNotArchived(NotFound):
+    title = "Unknown session"
+
     def __init__(self, session_id: str) -> None:
         super().__init__(f"No dead letters are archived for session {session_id!r}.")
         self.session_id = session_id
 
 
-class ReplayIncomplete(PipelineError):
+class ReplayIncomplete(Conflict):
+    title = "The session cannot be replayed now"
+
     def __init__(self, session_id: str, count: int) -> None:
         super().__init__(
             f"The archive holds {count} message(s) of session {session_id!r} but not its last "
@@ -181,11 +212,28 @@ class ReplayIncomplete(PipelineError):
         self.session_id = session_id
 
 
-class AlreadyReplayed(PipelineError):
-    def __init__(self, session_id: str, replayed_session_id: str | None) -> None:
+class AlreadyReplayed(Conflict):
+    """Another replay claimed the session first: it is replayed (or being replayed) as
+    ``claim.new_session_id`` under another Idempotency-Key."""
+
+    title = "The session cannot be replayed now"
+
+    def __init__(self, session_id: str, claim: ReplayClaim) -> None:
         super().__init__(
-            f"Session {session_id!r} was already replayed as {replayed_session_id!r} under "
-            "another Idempotency-Key. Replay that session instead if it failed again."
+            f"Session {session_id!r} was already replayed as {claim.new_session_id!r} under "
+            f"another Idempotency-Key ({claim.key!r}, claimed at {claim.claimed_at}). Follow "
+            "that replay; replay its session instead if it failed again."
         )
         self.session_id = session_id
-        self.replayed_session_id = replayed_session_id
+        self.claim = claim
+        self.replayed_session_id = claim.new_session_id
+
+    @property
+    def members(self) -> Mapping[str, Any]:
+        return {
+            "replay": {
+                "new_session_id": self.claim.new_session_id,
+                "idempotency_key": self.claim.key,
+                "claimed_at": self.claim.claimed_at,
+            }
+        }

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from .errors import PipelineError
+from .archive import SummaryFilter
+from .errors import Conflict
 
 BulkAction = Literal["bulk-replay", "bulk-resolve"]
 TOKEN_LIFETIME = timedelta(minutes=15)
@@ -25,6 +26,11 @@ class Selection:
     task: str | None = None
     reason: str | None = None
     fingerprint: str | None = None
+
+    def summaries(self, status: str | None) -> SummaryFilter:
+        """The sessions with ``status`` among those the selection's queue, task and reason
+        choose (the fingerprint is matched on what that lists)."""
+        return SummaryFilter(queue=self.queue, task=self.task, reason=self.reason, status=status)
 
 
 @dataclass(frozen=True)
@@ -61,8 +67,10 @@ def expiry(now: datetime) -> str:
     return (now + TOKEN_LIFETIME).isoformat()
 
 
-class ConfirmationRefused(PipelineError):
+class ConfirmationRefused(Conflict):
     """The token is unknown, used, expired, for another action, or its selection changed."""
+
+    title = "The bulk action was not started"
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)

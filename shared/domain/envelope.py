@@ -10,8 +10,10 @@ Parsing is strict: anything but exactly that shape raises ``MalformedMessage`` n
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -99,10 +101,7 @@ def parse_task_message(body: bytes | str) -> TaskMessage:
 def routing_hint(application_properties: Mapping[Any, Any] | None) -> tuple[int | None, bool]:
     """Best-effort (step, is_last) from application properties, for a message whose body
     cannot be parsed: lets the processor still clear state when the last message is broken."""
-    props = {
-        (k.decode() if isinstance(k, bytes) else str(k)): v
-        for k, v in (application_properties or {}).items()
-    }
+    props = plain_properties(application_properties)
     step = props.get("step")
     is_last = props.get("is_last")
     return (
@@ -119,3 +118,33 @@ def marked_last(body: bytes) -> bytes:
     except MalformedMessage:
         return body
     return body if message.is_last else replace(message, is_last=True).to_json()
+
+
+def plain_properties(properties: Mapping[Any, Any] | None) -> dict[str, Any]:
+    """Application properties as they were sent. The AMQP decoder hands keys and string values
+    back as bytes: they become str again (a value that is not UTF-8 was binary and stays bytes);
+    a timestamp or a duration becomes text, so the properties can be stored as JSON."""
+    plain: dict[str, Any] = {}
+    for key, value in (properties or {}).items():
+        name = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
+        if isinstance(value, bytes):
+            with contextlib.suppress(UnicodeDecodeError):  # binary: it stays bytes
+                value = value.decode("utf-8")
+        elif isinstance(value, dt.datetime | dt.date | dt.timedelta):
+            value = str(value)
+        plain[name] = value
+    return plain
+
+
+def body_bytes(body: Any) -> bytes:
+    """A received message's body as bytes, whatever carried it: a data section (bytes, or the
+    SDK's generator of byte chunks), a string value, or nothing."""
+    if body is None:
+        return b""
+    if isinstance(body, bytes | bytearray | memoryview):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if isinstance(body, Iterable):
+        return b"".join(body_bytes(chunk) for chunk in body)
+    raise TypeError(f"Unsupported message body type {type(body).__name__}")

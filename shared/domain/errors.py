@@ -1,10 +1,29 @@
-"""One root error class, and the two kinds of task failure the processor tells apart."""
+"""One root error class for everything the app raises on purpose, and its kinds.
+
+Each kind says what the caller can do about it: fix the input, ask for something that exists,
+wait for a conflicting operation, or try again later. Whether trying again may help is a
+property, ``retryable``, never a string match. Adapters translate the SDKs' exceptions into
+these kinds (``shared.adapters.azure_errors``); the HTTP bindings map each kind to a status
+(``shared.entrypoints.http``) and the processor maps task errors to settlements.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 
 class PipelineError(Exception):
     """Root of every error this app raises on purpose."""
+
+    retryable: ClassVar[bool] = False
+    title: ClassVar[str] = "The request could not be completed"
+
+    @property
+    def members(self) -> Mapping[str, Any]:
+        """What the error knows beyond its message, for a client to act on (a problem
+        document's extension members)."""
+        return {}
 
 
 class MalformedMessage(PipelineError):
@@ -17,7 +36,10 @@ class MalformedMessage(PipelineError):
 
 
 class InvalidInput(PipelineError):
-    """Input from a caller (an order, a product row) that breaks a rule. ``field`` names it."""
+    """Input from a caller (an order, a product row, a query) that breaks a rule. ``field``
+    names it and ``problem`` says the rule, with its limit."""
+
+    title = "The request is not valid"
 
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field}: {problem}")
@@ -25,11 +47,63 @@ class InvalidInput(PipelineError):
         self.problem = problem
 
 
+class TooLarge(InvalidInput):
+    """Input over a size limit (a body, a batch of messages)."""
+
+    title = "The request is too large"
+
+
+class NotFound(PipelineError, LookupError):
+    """What the caller asked for does not exist."""
+
+    title = "Not found"
+
+
+class Conflict(PipelineError):
+    """The current state forbids the request now (another replay won, the same request is
+    still in flight, a lock is held): waiting, or choosing another resource, can help."""
+
+    title = "The request conflicts with the current state"
+
+
+class Unprocessable(PipelineError):
+    """Well-formed, but it contradicts an earlier request (an Idempotency-Key reused with
+    another body): sending it again will never work."""
+
+    title = "The request cannot be processed"
+
+
+class ServiceUnavailable(PipelineError):
+    """A backing service (Table Storage, Blob Storage, a Storage queue, Service Bus) could not
+    be reached or answered with a server error; nothing was changed that a retry would do
+    twice."""
+
+    retryable = True
+    title = "A backing service is unavailable"
+
+    def __init__(self, service: str, detail: str) -> None:
+        super().__init__(f"{service} could not be reached ({detail}).")
+        self.service = service
+
+
+class SessionLocked(Conflict):
+    """Another receiver holds the session's lock (the processor is running it, or another
+    request is setting it up); it is released when that work ends."""
+
+    retryable = True
+    title = "The session is busy"
+
+
+class SessionTooLarge(TooLarge):
+    """The messages of one session do not fit in one batch, so they cannot be sent atomically."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__("body", problem)
+
+
 class TaskFailed(PipelineError):
     """A task could not do its work. ``reason`` is a short machine-readable code that ends up
     as the dead-letter reason; ``description`` tells a person what happened and what to do."""
-
-    retryable = False
 
     def __init__(self, reason: str, description: str) -> None:
         super().__init__(f"{reason}: {description}")

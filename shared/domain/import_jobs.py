@@ -7,19 +7,23 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from .errors import PipelineError
+from .errors import NotFound
 
 
-class ManifestNotFound(PipelineError, LookupError):
+class ManifestNotFound(NotFound):
     """No manifest was saved for this job id."""
+
+    title = "Unknown import job"
 
     def __init__(self, job_id: str) -> None:
         super().__init__(f"No import job {job_id!r} has a manifest.")
         self.job_id = job_id
 
 
-class ImportJobNotFound(PipelineError, LookupError):
+class ImportJobNotFound(NotFound):
     """Nothing is known of this job: no manifest and no row recorded by the import tasks."""
+
+    title = "Unknown import job"
 
     def __init__(self, job_id: str) -> None:
         super().__init__(

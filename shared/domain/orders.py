@@ -1,19 +1,23 @@
-"""An order as the HTTP API accepts it, checked field by field."""
+"""An order as the HTTP API accepts it, checked field by field.
+
+Whatever passes can be charged, rendered and mailed: text fields are Unicode scalar values
+(no lone surrogates), and the e-mail address is a mailbox an SMTP server can take
+(``mailboxes.parse_mailbox``)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidInput
+from .json_documents import check_text
+from .mailboxes import parse_mailbox
+from .products import check_currency, check_sku
 
 MAX_LINES = 100
 MAX_QUANTITY = 1000
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-_CURRENCY = re.compile(r"^[A-Z]{3}$")
-_SKU = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MAX_TEXT = 256
 
 
 @dataclass(frozen=True)
@@ -45,13 +49,11 @@ def parse_order(document: Any) -> Order:
     if not isinstance(document, Mapping):
         raise InvalidInput("body", "must be a JSON object")
     email = _required_str(document, "customer_email")
-    if not _EMAIL.match(email):
-        raise InvalidInput("customer_email", "must be an e-mail address like ada@example.com")
+    parse_mailbox(email, field="customer_email")  # only an address the receipt can be sent to
     name = _required_str(document, "customer_name")
     card_token = _required_str(document, "card_token")
     currency = _required_str(document, "currency")
-    if not _CURRENCY.match(currency):
-        raise InvalidInput("currency", "must be a three-letter ISO 4217 code such as EUR")
+    check_currency("currency", currency)
     raw_lines = document.get("lines")
     if not isinstance(raw_lines, list):
         raise InvalidInput("lines", "is required: an array of {sku, quantity}")
@@ -67,8 +69,7 @@ def _parse_line(raw: Any, where: str) -> OrderLine:
     if not isinstance(raw, Mapping):
         raise InvalidInput(where, "must be an object {sku, quantity}")
     sku = _required_str(raw, "sku", where=where)
-    if not _SKU.match(sku):
-        raise InvalidInput(f"{where}.sku", "must be 1-64 letters, digits, '.', '_' or '-'")
+    check_sku(f"{where}.sku", sku)
     quantity = raw.get("quantity")
     if not isinstance(quantity, int) or isinstance(quantity, bool):
         raise InvalidInput(f"{where}.quantity", "is required: a whole number")
@@ -86,9 +87,10 @@ def _required_str(document: Mapping[str, Any], name: str, *, where: str = "") ->
         raise InvalidInput(path, "is required")
     if not isinstance(value, str):
         raise InvalidInput(path, "must be a string")
+    check_text(path, value)
     value = value.strip()
     if not value:
         raise InvalidInput(path, "must not be empty")
-    if len(value) > 256:
-        raise InvalidInput(path, "must be at most 256 characters")
+    if len(value) > MAX_TEXT:
+        raise InvalidInput(path, f"must be at most {MAX_TEXT} characters")
     return value

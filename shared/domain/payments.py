@@ -8,6 +8,11 @@ from decimal import Decimal
 from .errors import PermanentTaskError, TransientTaskError
 
 
+def payment_idempotency_key(job_id: str) -> str:
+    """One key per job: redeliveries and replays of a purchase charge the card once."""
+    return f"{job_id}:payment"
+
+
 @dataclass(frozen=True)
 class Charge:
     charge_id: str

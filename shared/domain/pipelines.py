@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,12 +28,24 @@ PURCHASE_TASKS = (
 IMPORT_PRODUCT = "ImportProduct"
 
 
+class FailurePolicy(enum.Enum):
+    """What a failed task means for the rest of its session."""
+
+    STOP_ON_FAILURE = "stop-on-failure"  # nothing after a failed task may run
+    CONTINUE_ON_FAILURE = "continue-on-failure"  # the failed message is set aside, the rest run
+
+
+def failure_policy(pipeline: str | None) -> FailurePolicy:
+    """A purchase stops at its first failure, so every later message of the session is
+    dead-lettered too; an import row that fails is set aside and the rest of the session goes
+    on. An unknown pipeline stops: the careful choice."""
+    if pipeline == PRODUCT_IMPORT:
+        return FailurePolicy.CONTINUE_ON_FAILURE
+    return FailurePolicy.STOP_ON_FAILURE
+
+
 def stops_on_failure(pipeline: str | None) -> bool:
-    """Whether nothing after a failed task of the pipeline may run (purchase), so that every
-    later message of the session is dead-lettered too; an import row that fails is set aside
-    and the rest of the session goes on. The processors in ``shared.bootstrap`` are wired with
-    the matching policy. An unknown pipeline is treated as stopping: the careful choice."""
-    return pipeline != PRODUCT_IMPORT
+    return failure_policy(pipeline) is FailurePolicy.STOP_ON_FAILURE
 
 
 def purchase_messages(job_id: str, order: Order) -> list[TaskMessage]:

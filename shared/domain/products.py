@@ -15,6 +15,17 @@ _CURRENCY = re.compile(r"^[A-Z]{3}$")
 MAX_PRICE = Decimal("1000000")
 
 
+def check_sku(field: str, sku: str) -> None:
+    """The rule for a SKU wherever one comes in (a product row, an order line)."""
+    if not _SKU.match(sku):
+        raise InvalidInput(field, "must be 1-64 letters, digits, '.', '_' or '-'")
+
+
+def check_currency(field: str, currency: str) -> None:
+    if not _CURRENCY.match(currency):
+        raise InvalidInput(field, "must be a three-letter ISO 4217 code such as EUR")
+
+
 @dataclass(frozen=True)
 class Product:
     sku: str
@@ -38,13 +49,11 @@ def parse_product(row: Any) -> Product:
     if not isinstance(row, Mapping):
         raise InvalidInput("row", "must be an object")
     sku = _text(row, "sku")
-    if not _SKU.match(sku):
-        raise InvalidInput("sku", "must be 1-64 letters, digits, '.', '_' or '-'")
+    check_sku("sku", sku)
     name = _text(row, "name")
     price = _price(row.get("price"))
     currency = _text(row, "currency").upper()
-    if not _CURRENCY.match(currency):
-        raise InvalidInput("currency", "must be a three-letter ISO 4217 code such as EUR")
+    check_currency("currency", currency)
     description = row.get("description") or ""
     if not isinstance(description, str):
         raise InvalidInput("description", "must be text")

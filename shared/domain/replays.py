@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .errors import PipelineError
+from .archive import SummaryFilter
+from .errors import NotFound
 
 
-class ReplayRequestNotFound(PipelineError):
+class ReplayRequestNotFound(NotFound):
+    title = "Unknown replay request"
+
     def __init__(self, request_id: str) -> None:
         super().__init__(f"There is no replay request {request_id!r}.")
         self.request_id = request_id
@@ -16,6 +19,10 @@ class ReplayRequestNotFound(PipelineError):
 
 @dataclass(frozen=True)
 class ReplayRequest:
+    """``sent``: sessions this request replayed; ``taken``: sessions another replay had
+    claimed first (``taken_sessions`` names the first of them and the replay that holds each);
+    ``failed``: sessions that could not be replayed (``errors`` says why)."""
+
     request_id: str
     queue: str | None
     task: str | None
@@ -28,3 +35,9 @@ class ReplayRequest:
     failure: str | None = None
     created_at: str = ""
     updated_at: str = ""
+    taken: int = 0
+    taken_sessions: tuple[dict[str, str], ...] = field(default_factory=tuple)
+
+    def selects(self, status: str) -> SummaryFilter:
+        """The failed sessions this request chooses, with ``status``."""
+        return SummaryFilter(queue=self.queue, task=self.task, reason=self.reason, status=status)

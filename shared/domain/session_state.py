@@ -17,7 +17,6 @@ from .errors import PipelineError
 STATE_VERSION = 1
 RUNNING: Literal["running"] = "running"
 FAILED: Literal["failed"] = "failed"
-CORRUPT_SESSION_STATE = "CorruptSessionState"
 
 
 class CorruptSessionState(PipelineError):
@@ -34,6 +33,16 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Attempts:
+    """The step being retried after transient failures, and how many of its attempts failed:
+    the app's own count, written before each abandon, so it needs no delivery count."""
+
+    task: str
+    step: int
+    failed: int
+
+
+@dataclass(frozen=True)
 class SessionState:
     status: Literal["running", "failed"] = RUNNING
     next_step: int = 1
@@ -45,11 +54,23 @@ class SessionState:
     # ContinueOnFailure: the latest row that was dead-lettered, so that its redelivery (a crash
     # between writing this state and the dead-letter) is dead-lettered again, not completed.
     skipped: Failure | None = None
+    attempts: Attempts | None = None
     version: int = STATE_VERSION
 
     @property
     def is_failed(self) -> bool:
         return self.status == FAILED
+
+    def failed_attempts(self, task: str, step: int) -> int:
+        """How many attempts at this step failed so far (0 when another step was retried)."""
+        attempts = self.attempts
+        if attempts is not None and attempts.task == task and attempts.step == step:
+            return attempts.failed
+        return 0
+
+    def after_failed_attempt(self, task: str, step: int, attempt: int) -> SessionState:
+        """The step failed transiently at ``attempt`` and will be retried."""
+        return replace(self, attempts=Attempts(task, step, attempt))
 
     def after_success(self, task: str, step: int, outputs: dict[str, Any]) -> SessionState:
         return replace(
@@ -58,6 +79,7 @@ class SessionState:
             completed=(*self.completed, task),
             context={**self.context, **outputs},
             processed=self.processed + 1,
+            attempts=None,
         )
 
     def after_skipped_failure(
@@ -71,6 +93,7 @@ class SessionState:
             processed=self.processed + 1,
             failed=self.failed + 1,
             skipped=skipped,
+            attempts=None,
         )
 
     def skipped_at(self, task: str, step: int) -> Failure | None:
@@ -83,10 +106,8 @@ class SessionState:
         self, *, task: str, step: int | None, reason: str, description: str, at: datetime
     ) -> SessionState:
         """StopOnFailure: the first failure is kept; later ones do not overwrite it."""
-        if self.failure is not None:
-            return replace(self, status=FAILED, failed=self.failed + 1)
-        failure = Failure(task, step, reason, description, at.isoformat())
-        return replace(self, status=FAILED, failure=failure, failed=self.failed + 1)
+        failure = self.failure or Failure(task, step, reason, description, at.isoformat())
+        return replace(self, status=FAILED, failure=failure, failed=self.failed + 1, attempts=None)
 
     def to_bytes(self) -> bytes:
         document = asdict(self)
@@ -117,6 +138,7 @@ def decode_session_state(raw: bytes | None) -> SessionState | None:
             processed=document.get("processed", 0),
             failed=document.get("failed", 0),
             skipped=_failure(document.get("skipped"), "skipped"),
+            attempts=_attempts(document.get("attempts")),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise CorruptSessionState(f"session state has a bad shape: {error!r}") from error
@@ -147,3 +169,16 @@ def _failure(document: object, name: str) -> Failure | None:
     if failure.step is not None and not _is_int(failure.step):
         raise CorruptSessionState(f"{name}.step is not an integer")
     return failure
+
+
+def _attempts(document: object) -> Attempts | None:
+    if document is None:
+        return None
+    if not isinstance(document, dict):
+        raise CorruptSessionState("attempts is not an object")
+    attempts = Attempts(**document)
+    if not isinstance(attempts.task, str):
+        raise CorruptSessionState("attempts.task is not text")
+    if not (_is_int(attempts.step) and _is_int(attempts.failed)):
+        raise CorruptSessionState("attempts.step or attempts.failed is not an integer")
+    return attempts

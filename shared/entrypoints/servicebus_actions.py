@@ -7,9 +7,6 @@ gRPC Settlement service. Everything here is about that translation; no decisions
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
 from azure.servicebus import ServiceBusReceivedMessage
 from azurefunctions.extensions.bindings.protos.settlement_pb2 import GetSessionStateRequest
 from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
@@ -17,7 +14,8 @@ from azurefunctions.extensions.bindings.servicebus.serviceBusMessageActions impo
     SettlementError,
 )
 
-from ..service_layer.processor import IncomingMessage
+from ..domain.envelope import body_bytes, plain_properties
+from ..service_layer.session_messages import IncomingMessage
 
 
 class FunctionSessionActions:
@@ -55,6 +53,9 @@ class FunctionSessionActions:
             self._message, deadletter_reason=reason, deadletter_error_description=description
         )
 
+    def release_session(self) -> None:
+        self._actions.release_session(self._session_id)
+
     def _get_state_over_grpc(self) -> bytes:
         # azurefunctions-extensions-bindings-servicebus 1.0.0b2 has set_session_state but no
         # getter, although the host's Settlement service defines GetSessionState. Call it on
@@ -73,42 +74,13 @@ class FunctionSessionActions:
 
 
 def incoming_message(message: ServiceBusReceivedMessage) -> IncomingMessage:
-    """What the processor needs from the SDK message. ``attempt`` is 1 on first delivery
-    (the AMQP delivery count starts at 0)."""
+    """What the processor needs from the SDK message. ``delivery_count`` is passed on as it
+    is: the AMQP header's count of earlier deliveries, or None where the binding does not
+    carry the header (the processor counts attempts itself)."""
     return IncomingMessage(
-        body=_body_bytes(message.body),
+        body=body_bytes(message.body),
         session_id=message.session_id or "",
-        attempt=(message.delivery_count or 0) + 1,
+        delivery_count=message.delivery_count,
         message_id=str(message.message_id) if message.message_id is not None else None,
-        application_properties={
-            _text(key): _value(value)
-            for key, value in (message.application_properties or {}).items()
-        },
+        application_properties=plain_properties(message.application_properties),
     )
-
-
-def _body_bytes(body: Any) -> bytes:
-    if body is None:
-        return b""
-    if isinstance(body, bytes | bytearray | memoryview):
-        return bytes(body)
-    if isinstance(body, str):
-        return body.encode("utf-8")
-    if isinstance(body, Iterable):  # a data body: a generator of byte chunks
-        return b"".join(_body_bytes(chunk) for chunk in body)
-    raise TypeError(f"Unsupported message body type {type(body).__name__}")
-
-
-def _text(key: Any) -> Any:
-    return key.decode("utf-8") if isinstance(key, bytes) else key
-
-
-def _value(value: Any) -> Any:
-    # The SDK's AMQP decoder returns string property values as bytes (b"job-1"): give them
-    # back as the str they were sent as. Bytes that are not UTF-8 were binary; they stay bytes.
-    if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return value
-    return value

@@ -24,11 +24,11 @@ def handle_session_message(
     incoming = incoming_message(message)
     result = processor.handle(incoming, FunctionSessionActions(message_actions, message))
     logger.info(
-        "pipeline=%s session=%s message=%s attempt=%d outcome=%s%s",
+        "pipeline=%s session=%s message=%s delivery_count=%s outcome=%s%s",
         processor.pipeline,
         incoming.session_id,
         incoming.message_id,
-        incoming.attempt,
+        incoming.delivery_count,
         result.outcome.value,
         f" reason={result.reason}" if result.reason else "",
     )

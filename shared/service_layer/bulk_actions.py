@@ -10,19 +10,19 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from ..domain.archive import FAILED
 from ..domain.audit import AuditEntry, required_note
 from ..domain.confirmations import GroupCount, Preview, Selection, check, digest_of, expiry
 from ..domain.errors import InvalidInput
 from ..domain.replays import ReplayRequest
-from .failed_sessions import MAX_PAGE_SIZE, list_failed_sessions
+from .bulk_replay import request_bulk_replay
+from .failed_sessions import every_session
+from .operator_ports import AuditTrail, Confirmations
 from .ports import (
-    AuditTrail,
-    Confirmations,
     DeadLetterArchive,
     ReplayQueue,
     ReplayRequestStore,
 )
-from .replay import request_bulk_replay
 
 Clock = Callable[[], datetime]
 
@@ -98,19 +98,7 @@ def _selected(
     archive: DeadLetterArchive, selection: Selection
 ) -> list[tuple[str, str, str | None, str]]:
     """(session id, queue, failed task, reason) of every failed session the selection holds."""
-    found = []
-    continuation: str | None = None
-    while True:
-        page = list_failed_sessions(
-            archive,
-            queue=selection.queue,
-            task=selection.task,
-            reason=selection.reason,
-            status="failed",
-            page_size=MAX_PAGE_SIZE,
-            continuation=continuation,
-        )
-        found += [(s.session_id, s.queue, s.failed_task, s.reason) for s in page.items]
-        continuation = page.continuation
-        if not continuation:
-            return found
+    return [
+        (s.session_id, s.queue, s.failed_task, s.reason)
+        for s in every_session(archive, selection.summaries(FAILED))
+    ]

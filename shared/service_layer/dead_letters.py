@@ -11,10 +11,10 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 
-from ..domain.archive import ArchivedMessage, routing_of, summarize
+from ..domain.archive import ArchivedMessage, MessageCopy, routing_of, summarize
 from .ports import DeadLetter, DeadLetterArchive, DeadLetterSource
 
 logger = logging.getLogger(__name__)
@@ -88,14 +88,10 @@ def _by_session(letters: Sequence[DeadLetter]) -> dict[str | None, list[DeadLett
 
 def _row(letter: DeadLetter, clock: Callable[[], datetime]) -> ArchivedMessage:
     routing = routing_of(letter.body, letter.application_properties)
+    copy = {part.name: getattr(letter, part.name) for part in fields(MessageCopy)}
+    copy["application_properties"] = dict(letter.application_properties)
     return ArchivedMessage(
-        queue=letter.queue,
-        session_id=letter.session_id,
-        sequence_number=letter.sequence_number,
-        message_id=letter.message_id,
-        body=letter.body,
-        content_type=letter.content_type,
-        application_properties=dict(letter.application_properties),
+        **copy,
         reason=letter.reason or NO_REASON,
         description=letter.description or "",
         enqueued_time=letter.enqueued_time.isoformat() if letter.enqueued_time else None,

@@ -4,9 +4,10 @@ incident."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..domain.archive import ArchivedMessage, FailedSession
+from ..domain.archive import ArchivedMessage, FailedSession, SummaryFilter
 from .ports import DeadLetterArchive, Page
 
 MAX_PAGE_SIZE = 200
@@ -22,23 +23,14 @@ class FailureGroup:
 
 def list_failed_sessions(
     archive: DeadLetterArchive,
+    selected: SummaryFilter,
     *,
-    queue: str | None = None,
-    task: str | None = None,
-    reason: str | None = None,
-    status: str | None = "failed",
     page_size: int = 50,
     continuation: str | None = None,
 ) -> Page[FailedSession]:
-    """One page of the failed sessions that match; pass ``continuation`` back for the next."""
-    return archive.list_summaries(
-        queue=queue,
-        task=task,
-        reason=reason,
-        status=status,
-        page_size=page_size,
-        continuation=continuation,
-    )
+    """One page of the sessions ``selected``; pass ``continuation`` back for the next.
+    Raises ``InvalidInput`` ("continuation") for a token this API did not return."""
+    return archive.list_summaries(selected, page_size=page_size, continuation=continuation)
 
 
 def get_failed_session(
@@ -55,19 +47,24 @@ def group_failed_sessions(
 ) -> list[FailureGroup]:
     """Counts of sessions by (queue, failed task, reason), largest first: "42 sessions failed
     at ProcessPayment: PaymentProviderUnavailable"."""
-    counts: Counter[tuple[str, str | None, str]] = Counter()
-    continuation: str | None = None
-    while True:
-        page = archive.list_summaries(
-            status=status, queue=queue, page_size=MAX_PAGE_SIZE, continuation=continuation
-        )
-        counts.update((s.queue, s.failed_task, s.reason) for s in page.items)
-        continuation = page.continuation
-        if not continuation:
-            break
+    counts: Counter[tuple[str, str | None, str]] = Counter(
+        (s.queue, s.failed_task, s.reason)
+        for s in every_session(archive, SummaryFilter(queue=queue, status=status))
+    )
     return [
         FailureGroup(queue, task, reason, n)
         for (queue, task, reason), n in sorted(
             counts.items(), key=lambda item: (-item[1], item[0][0], item[0][1] or "", item[0][2])
         )
     ]
+
+
+def every_session(archive: DeadLetterArchive, selected: SummaryFilter) -> Iterator[FailedSession]:
+    """Every session ``selected``, read a page at a time."""
+    continuation: str | None = None
+    while True:
+        page = archive.list_summaries(selected, page_size=MAX_PAGE_SIZE, continuation=continuation)
+        yield from page.items
+        continuation = page.continuation
+        if not continuation:
+            return

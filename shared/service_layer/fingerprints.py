@@ -3,12 +3,11 @@ of their description with its variable parts normalised."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..domain.archive import FailedSession
+from ..domain.archive import FailedSession, SummaryFilter
 from ..domain.fingerprints import fingerprint, normalise
-from .failed_sessions import MAX_PAGE_SIZE, list_failed_sessions
+from .failed_sessions import every_session
 from .ports import DeadLetterArchive
 
 SAMPLE_SIZE = 5
@@ -27,16 +26,11 @@ class FailureFingerprint:
 
 
 def failure_fingerprints(
-    archive: DeadLetterArchive,
-    *,
-    queue: str | None = None,
-    task: str | None = None,
-    reason: str | None = None,
-    status: str | None = "failed",
+    archive: DeadLetterArchive, selected: SummaryFilter
 ) -> list[FailureFingerprint]:
-    """The fingerprints of the matching sessions, most sessions first."""
+    """The fingerprints of the sessions ``selected``, most sessions first."""
     found: dict[str, list[FailedSession]] = {}
-    for summary in _every_session(archive, queue=queue, task=task, reason=reason, status=status):
+    for summary in every_session(archive, selected):
         key = fingerprint(summary.queue, summary.failed_task, summary.reason, summary.description)
         found.setdefault(key, []).append(summary)
     result = [
@@ -56,42 +50,11 @@ def failure_fingerprints(
 
 
 def sessions_with_fingerprint(
-    archive: DeadLetterArchive,
-    wanted: str,
-    *,
-    queue: str | None = None,
-    task: str | None = None,
-    reason: str | None = None,
-    status: str | None = "failed",
+    archive: DeadLetterArchive, wanted: str, selected: SummaryFilter
 ) -> list[FailedSession]:
-    """Every matching session whose fingerprint is ``wanted``."""
+    """Every session ``selected`` whose fingerprint is ``wanted``."""
     return [
         s
-        for s in _every_session(archive, queue=queue, task=task, reason=reason, status=status)
+        for s in every_session(archive, selected)
         if fingerprint(s.queue, s.failed_task, s.reason, s.description) == wanted
     ]
-
-
-def _every_session(
-    archive: DeadLetterArchive,
-    *,
-    queue: str | None,
-    task: str | None,
-    reason: str | None,
-    status: str | None,
-) -> Iterator[FailedSession]:
-    continuation: str | None = None
-    while True:
-        page = list_failed_sessions(
-            archive,
-            queue=queue,
-            task=task,
-            reason=reason,
-            status=status,
-            page_size=MAX_PAGE_SIZE,
-            continuation=continuation,
-        )
-        yield from page.items
-        continuation = page.continuation
-        if not continuation:
-            return

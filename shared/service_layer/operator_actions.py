@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from ..domain.audit import NOTE_MAX, AuditEntry, MessageEdit, required_note
 from ..domain.edits import checked_edit
 from ..domain.errors import InvalidInput
-from .ports import AuditTrail, DeadLetterArchive, MessageResender, SessionSeeder
+from .operator_ports import AuditTrail
+from .ports import DeadLetterArchive, MessageResender, SessionSeeder
 from .replay import ReplayResult, replay_session
 
 Clock = Callable[[], datetime]

@@ -1,17 +1,28 @@
-"""Accepting an order: validate it and enqueue its five tasks as one session."""
+"""Orders: accepting one (validate it, enqueue its five tasks as one session, record it) and
+telling where it stands."""
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from ..domain.orders import parse_order
-from ..domain.pipelines import purchase_messages
-from .ports import TaskSender
+from ..domain.archive import SessionNotArchived
+from ..domain.idempotency import fingerprint
+from ..domain.order_status import OrderNotFound, OrderStatus, order_status
+from ..domain.orders import Order, parse_order
+from ..domain.payments import payment_idempotency_key
+from ..domain.pipelines import PURCHASE_TASKS, purchase_messages
+from .idempotency import IdempotentRequests
+from .ports import DeadLetterArchive, OrderNumbers, OrderProgress, PaymentGateway, TaskSender
 
 # Fixed namespace: the same Idempotency-Key always yields the same job id.
 _JOB_NAMESPACE = uuid.UUID("6f1c6f55-6a55-4f1e-9d55-3c3f0d5c2a11")
+SCOPE = "orders"
+
+Clock = Callable[[], datetime]
 
 
 @dataclass(frozen=True)
@@ -28,15 +39,82 @@ def submit_order(
     sender: TaskSender,
     queue_name: str,
     idempotency_key: str | None = None,
+    requests: IdempotentRequests | None = None,
+    progress: OrderProgress | None = None,
+    clock: Clock = lambda: datetime.now(UTC),
 ) -> SubmittedOrder:
-    """Raises ``InvalidInput`` naming the field to fix. With an idempotency key, a repeated
-    request maps to the same job and the same message ids, so duplicate detection drops it."""
+    """Raises ``InvalidInput`` naming the field to fix, before anything is sent.
+
+    With an idempotency key the job id derives from the key, so the same message ids go out
+    again and duplicate detection drops a repeat; with ``requests`` too, a repeat with the same
+    order gets the first result without sending anything, the key with another order is
+    refused (``IdempotencyKeyReused``) and a repeat while the first is in flight is refused
+    (``IdempotencyKeyInFlight``)."""
     order = parse_order(document)
-    if idempotency_key:
-        job_id = str(uuid.uuid5(_JOB_NAMESPACE, idempotency_key))
-    else:
-        job_id = str(uuid.uuid4())
+
+    def submit(job_id: str) -> SubmittedOrder:
+        return _enqueue(order, job_id, sender, queue_name, progress, clock)
+
+    if not idempotency_key:
+        return submit(str(uuid.uuid4()))
+    job_id = str(uuid.uuid5(_JOB_NAMESPACE, idempotency_key))
+    if requests is None:
+        return submit(job_id)
+    result = requests.run(
+        SCOPE, idempotency_key, fingerprint(order.to_payload()), lambda: asdict(submit(job_id))
+    )
+    return _submitted(result)
+
+
+def _enqueue(
+    order: Order,
+    job_id: str,
+    sender: TaskSender,
+    queue_name: str,
+    progress: OrderProgress | None,
+    clock: Clock,
+) -> SubmittedOrder:
     session_id = job_id
     messages = purchase_messages(job_id, order)
     sender.send_session(queue_name, session_id, messages)
+    if progress is not None:  # after the send: an order recorded as accepted was enqueued
+        progress.accept(job_id, session_id, clock().isoformat())
     return SubmittedOrder(job_id, session_id, queue_name, tuple(m.task for m in messages))
+
+
+def _submitted(result: Mapping[str, Any]) -> SubmittedOrder:
+    return SubmittedOrder(
+        job_id=result["job_id"],
+        session_id=result["session_id"],
+        queue_name=result["queue_name"],
+        tasks=tuple(result["tasks"]),
+    )
+
+
+def get_order_status(
+    job_id: str,
+    *,
+    progress: OrderProgress,
+    order_numbers: OrderNumbers,
+    payments: PaymentGateway,
+    archive: DeadLetterArchive,
+) -> OrderStatus:
+    """Where the order stands (``shared.domain.order_status``). Raises ``OrderNotFound`` when
+    nothing was recorded of it."""
+    record = progress.get(job_id)
+    if record is None:
+        raise OrderNotFound(job_id)
+    session_id = record.session_id or job_id
+    try:
+        claim = archive.get_summary(session_id).claim
+    except SessionNotArchived:
+        claim = None
+    charge = payments.find(payment_idempotency_key(job_id))
+    return order_status(
+        record,
+        PURCHASE_TASKS,
+        order_number=order_numbers.find(job_id),
+        charged=(charge.amount, charge.currency) if charge else None,
+        failure=archive.get_record(session_id),
+        claim=claim,
+    )

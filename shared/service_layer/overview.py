@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .failed_sessions import FailureGroup, group_failed_sessions
-from .ports import DeadLetterArchive, DeadLetterCounter
+from .operator_ports import DeadLetterCounter
+from .ports import DeadLetterArchive
 
 WAITING_COUNT_MAX = 1000  # past this the page says "1000+": counting costs a peek per 250
 

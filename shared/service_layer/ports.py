@@ -10,11 +10,18 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Generic, Protocol, TypeVar
 
-from ..domain.archive import ArchivedMessage, FailedSession, FailureRecord
-from ..domain.audit import AuditEntry
-from ..domain.confirmations import BulkAction, Confirmation, Selection
+from ..domain.archive import (
+    ArchivedMessage,
+    FailedSession,
+    FailureRecord,
+    MessageCopy,
+    ReplayClaim,
+    SummaryFilter,
+)
 from ..domain.envelope import TaskMessage
+from ..domain.idempotency import IdempotencyRecord
 from ..domain.import_jobs import JobManifest
+from ..domain.order_status import OrderRecord, StepOutcome
 from ..domain.payments import Charge
 from ..domain.products import Product
 from ..domain.receipts import Receipt
@@ -34,10 +41,19 @@ class SessionActions(Protocol):
 
     def dead_letter(self, reason: str, description: str) -> None: ...
 
+    def release_session(self) -> None:
+        """Let the host take another session as soon as this invocation ends, instead of
+        waiting sessionIdleTimeout for more messages: the session's last message is settled."""
+        ...
+
 
 class OrderNumbers(Protocol):
     def allocate(self, job_id: str) -> str:
         """A new unique order number for the job; the same one again for the same job."""
+        ...
+
+    def find(self, job_id: str) -> str | None:
+        """The job's order number, or None before one was allocated."""
         ...
 
 
@@ -55,6 +71,10 @@ class PaymentGateway(Protocol):
     ) -> Charge:
         """Charge once per idempotency key: a repeat returns the first charge.
         Raises ``PaymentDeclined`` or ``PaymentProviderUnavailable``."""
+        ...
+
+    def find(self, idempotency_key: str) -> Charge | None:
+        """The charge made under the key, or None."""
         ...
 
 
@@ -112,16 +132,9 @@ class Page(Generic[T]):
 
 
 @dataclass(frozen=True)
-class DeadLetter:
+class DeadLetter(MessageCopy):
     """A message received (peek-locked) from a queue's dead-letter sub-queue."""
 
-    queue: str
-    session_id: str | None
-    sequence_number: int
-    message_id: str | None
-    body: bytes
-    content_type: str | None
-    application_properties: Mapping[str, Any]
     reason: str | None
     description: str | None
     enqueued_time: datetime | None
@@ -162,21 +175,27 @@ class DeadLetterArchive(Protocol):
         ...
 
     def list_summaries(
-        self,
-        *,
-        queue: str | None = None,
-        task: str | None = None,
-        reason: str | None = None,
-        status: str | None = None,
-        page_size: int = 50,
-        continuation: str | None = None,
-    ) -> Page[FailedSession]: ...
+        self, selected: SummaryFilter, *, page_size: int = 50, continuation: str | None = None
+    ) -> Page[FailedSession]:
+        """A page of the summaries ``selected``; raises ``InvalidInput`` ("continuation") for a
+        token this archive did not hand out."""
+        ...
+
+    def claim_replay(self, session_id: str, claim: ReplayClaim) -> ReplayClaim:
+        """Record ``claim`` on the session's summary unless it holds one, atomically (of any
+        number of concurrent claims exactly one is recorded); return the claim that holds.
+        Raises ``SessionNotArchived`` when the session has no summary."""
+        ...
 
 
 class FailureJournal(Protocol):
     def record(self, session_id: str, record: FailureRecord) -> None:
         """Keep what a replay will need; called when a session is first marked failed."""
         ...
+
+
+class Archive(DeadLetterArchive, FailureJournal, Protocol):
+    """The archive is also where the processor journals a session's first failure."""
 
 
 @dataclass(frozen=True)
@@ -212,6 +231,43 @@ class ReplayQueue(Protocol):
     def enqueue(self, request_id: str) -> None: ...
 
 
+class IdempotencyRecords(Protocol):
+    """One record per (scope, Idempotency-Key); ``version`` is the store's ETag."""
+
+    def start(
+        self, scope: str, key: str, record: IdempotencyRecord
+    ) -> tuple[bool, IdempotencyRecord]:
+        """Insert ``record`` unless the key has one: (True, the record as stored) or (False,
+        the record found)."""
+        ...
+
+    def take_over(
+        self, scope: str, key: str, stale: IdempotencyRecord, record: IdempotencyRecord
+    ) -> IdempotencyRecord | None:
+        """Replace ``stale`` with ``record`` if it is unchanged (its version); else None."""
+        ...
+
+    def finish(self, scope: str, key: str, record: IdempotencyRecord) -> None:
+        """Store the finished request's result (overwrites)."""
+        ...
+
+    def release(self, scope: str, key: str, record: IdempotencyRecord) -> None:
+        """Delete the record if it is still ``record`` (its version): the key is free again."""
+        ...
+
+
+class OrderProgress(Protocol):
+    def accept(self, job_id: str, session_id: str, at: str) -> None:
+        """Record that the order was accepted (its tasks are enqueued); idempotent."""
+        ...
+
+    def record(self, job_id: str, outcome: StepOutcome) -> None:
+        """Upsert the latest outcome of one step."""
+        ...
+
+    def get(self, job_id: str) -> OrderRecord | None: ...
+
+
 class ImportProgress(Protocol):
     def record(
         self, job_id: str, session_id: str, step: int | None, *, status: str, reason: str | None
@@ -228,31 +284,4 @@ class ImportManifests(Protocol):
     def get(self, job_id: str) -> JobManifest:
         """The manifest the Spark job saved once it sent the job's rows; raises
         ``ManifestNotFound`` before that (or for an unknown job)."""
-        ...
-
-
-class DeadLetterCounter(Protocol):
-    def waiting(self, queue: str, *, up_to: int) -> int:
-        """Dead letters in the queue's dead-letter sub-queue (not archived yet), at most
-        ``up_to``; reading them moves and locks nothing."""
-        ...
-
-
-class AuditTrail(Protocol):
-    def record(self, entry: AuditEntry) -> None:
-        """Keep one action on a failed session; entries are never changed."""
-        ...
-
-    def history(self, session_id: str) -> list[AuditEntry]:
-        """The session's entries, oldest first; empty when there are none."""
-        ...
-
-
-class Confirmations(Protocol):
-    def issue(
-        self, action: BulkAction, selection: Selection, sessions: int, digest: str, expires_at: str
-    ) -> Confirmation: ...
-
-    def redeem(self, token: str) -> Confirmation:
-        """Once per token; raises ``ConfirmationRefused`` when unknown or already redeemed."""
         ...

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..domain.errors import InvalidInput, PermanentTaskError
 from ..domain.orders import Order, parse_order
+from ..domain.payments import payment_idempotency_key
 from ..domain.pipelines import (
     CALCULATE_TOTAL,
     GENERATE_ORDER_NUMBER,
@@ -107,8 +108,7 @@ def process_payment(deps: PurchaseDependencies, call: TaskInvocation) -> Mapping
     order = _order(call)
     total = _needs(call, "total", CALCULATE_TOTAL)
     charge = deps.payments.charge(
-        # One key per job: redeliveries and replays of this purchase charge the card once.
-        idempotency_key=f"{call.message.job_id}:payment",
+        idempotency_key=payment_idempotency_key(call.message.job_id),
         card_token=order.card_token,
         amount=Decimal(total),
         currency=order.currency,
@@ -151,20 +151,23 @@ def send_receipt_email(deps: PurchaseDependencies, call: TaskInvocation) -> Mapp
     _needs(call, "receipt", GENERATE_RECEIPT)
     pdf = deps.receipts.load(order_number)
     total = _needs(call, "total", CALCULATE_TOTAL)
-    deps.email.send(
-        Email(
-            to=order.customer_email,
-            subject=f"Your receipt for order {order_number}",
-            text=(
-                f"Hello {order.customer_name},\n\nthank you for your order {order_number}. "
-                f"We charged {total} {order.currency}. Your receipt is attached.\n"
-            ),
-            # Stable across redeliveries, so a mail client can fold a duplicate.
-            message_id=f"<{call.message.job_id}.receipt@pipelines.local>",
-            attachments=(Attachment(f"{order_number}.pdf", "application/pdf", pdf),),
-        )
-    )
+    deps.email.send(receipt_email(call.message.job_id, order, order_number, total, pdf))
     return {"receipt_emailed_at": deps.clock().isoformat(timespec="seconds")}
+
+
+def receipt_email(job_id: str, order: Order, order_number: str, total: str, pdf: bytes) -> Email:
+    """The receipt e-mail of an order, the PDF attached."""
+    return Email(
+        to=order.customer_email,
+        subject=f"Your receipt for order {order_number}",
+        text=(
+            f"Hello {order.customer_name},\n\nthank you for your order {order_number}. "
+            f"We charged {total} {order.currency}. Your receipt is attached.\n"
+        ),
+        # Stable across redeliveries, so a mail client can fold a duplicate.
+        message_id=f"<{job_id}.receipt@pipelines.local>",
+        attachments=(Attachment(f"{order_number}.pdf", "application/pdf", pdf),),
+    )
 
 
 def _order(call: TaskInvocation) -> Order:

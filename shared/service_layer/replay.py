@@ -1,6 +1,6 @@
 """Replay a failed session: send its archived messages again, in the original order, under a
-new session id seeded with the failed session's context; and bulk replays of every session
-that failed the same way, run from a storage queue so no HTTP request waits on them.
+new session id seeded with the failed session's context. One replay per failed session: it
+claims the session's summary (optimistic concurrency) before anything is sent.
 
 A purchase session stops at its first failure, so every later message is dead-lettered too:
 its replay waits until the archive holds the session's last message. An import session goes
@@ -10,19 +10,16 @@ state (docs/dead-letters.md, "Import sessions")."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
 from ..domain.archive import (
-    FAILED,
     REPLAYED,
     AlreadyReplayed,
     ArchivedMessage,
-    FailedSession,
+    ReplayClaim,
     ReplayIncomplete,
     SessionNotArchived,
     pipeline_of,
@@ -31,17 +28,11 @@ from ..domain.archive import (
 )
 from ..domain.envelope import marked_last
 from ..domain.errors import InvalidInput
+from ..domain.idempotency import fingerprint
 from ..domain.pipelines import stops_on_failure
-from ..domain.replays import ReplayRequest
 from ..domain.session_state import SessionState
-from .ports import (
-    DeadLetterArchive,
-    MessageResender,
-    OutgoingMessage,
-    ReplayQueue,
-    ReplayRequestStore,
-    SessionSeeder,
-)
+from .idempotency import IdempotentRequests
+from .ports import DeadLetterArchive, MessageResender, OutgoingMessage, SessionSeeder
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +49,8 @@ class ReplayResult:
     new_session_id: str
     queue: str
     sent: int  # 0 when a repeated request found everything already sent
+    job_id: str | None = None
+    pipeline: str | None = None
 
 
 def replay_session(
@@ -69,6 +62,7 @@ def replay_session(
     *,
     force: bool = False,
     bodies: Mapping[str, bytes] | None = None,
+    requests: IdempotentRequests | None = None,
     clock: Clock = _now,
 ) -> ReplayResult:
     """Send the session's archived messages that are not replayed yet, in send order, under
@@ -76,24 +70,72 @@ def replay_session(
     ``bodies`` (row key -> body) replaces the bodies of edited messages in what is sent; the
     archive keeps the originals.
 
-    A session of a pipeline that stops on failure (purchase) is refused with
-    ``ReplayIncomplete`` until its last message is archived, unless ``force``; an import
-    session never is. Raises ``SessionNotArchived``, ``ReplayIncomplete`` or
-    ``AlreadyReplayed``."""
+    Before sending, the replay claims the session's summary under its key: the first key to
+    claim it is the only one that ever sends; any other key is refused with ``AlreadyReplayed``
+    naming the replay that holds the session. A session of a pipeline that stops on failure
+    (purchase) is refused with ``ReplayIncomplete`` until its last message is archived, unless
+    ``force``; an import session never is. Raises ``SessionNotArchived`` too.
+
+    With ``requests``, the Idempotency-Key rules apply too: a repeat of a finished request
+    gets its result again (nothing is sent), the key with another ``force`` or other
+    ``bodies`` is refused (``IdempotencyKeyReused``), a repeat while the first is in flight is
+    refused (``IdempotencyKeyInFlight``). Keys are per session: the same key may replay another."""
+
+    def replay() -> ReplayResult:
+        return _replay(
+            archive, resender, seeder, session_id, idempotency_key, force, bodies or {}, clock
+        )
+
+    if requests is None:
+        return replay()
+    # Edits are part of the request: the same key with other edits is another request.
+    edits = {key: body.hex() for key, body in sorted((bodies or {}).items())}
+    stored = requests.run(
+        f"replay:{session_id}",
+        idempotency_key,
+        fingerprint(force, edits) if edits else fingerprint(force),
+        lambda: asdict(replay()),
+    )
+    return ReplayResult(**stored)
+
+
+def _replay(
+    archive: DeadLetterArchive,
+    resender: MessageResender,
+    seeder: SessionSeeder,
+    session_id: str,
+    idempotency_key: str,
+    force: bool,
+    bodies: Mapping[str, bytes],
+    clock: Clock,
+) -> ReplayResult:
     if not idempotency_key.strip():
         raise InvalidInput("Idempotency-Key", "is required: any unique string, e.g. a UUID")
     rows = archive.list_session(session_id)
     if not rows:
         raise SessionNotArchived(session_id)
-    whole_session = stops_on_failure(pipeline_of(rows))
+    pipeline = pipeline_of(rows)
+    whole_session = stops_on_failure(pipeline)
     if whole_session and not force and not any(row.is_last for row in rows):
         raise ReplayIncomplete(session_id, len(rows))
+    new_session_id = replay_session_id(session_id, idempotency_key)
+    claim = archive.claim_replay(
+        session_id, ReplayClaim(idempotency_key, new_session_id, clock().isoformat())
+    )
+    if claim.key != idempotency_key:
+        raise AlreadyReplayed(session_id, claim)
     elsewhere = [r for r in rows if r.status == REPLAYED and r.replay_key != idempotency_key]
-    if elsewhere:
-        raise AlreadyReplayed(session_id, elsewhere[0].replayed_session_id)
+    if elsewhere:  # rows replayed before claims were recorded
+        raise AlreadyReplayed(
+            session_id,
+            ReplayClaim(
+                elsewhere[0].replay_key or "",
+                elsewhere[0].replayed_session_id or "",
+                elsewhere[0].replayed_at or "",
+            ),
+        )
 
     queue = rows[0].queue
-    new_session_id = replay_session_id(session_id, idempotency_key)
     pending = [row for row in rows if row.status != REPLAYED]
     record = archive.get_record(session_id)
     if pending:
@@ -114,7 +156,7 @@ def replay_session(
             new_session_id,
             [
                 _outgoing(
-                    replace(row, body=(bodies or {}).get(row.row_key, row.body)),
+                    replace(row, body=bodies.get(row.row_key, row.body)),
                     session_id,
                     new_session_id,
                     last=row.row_key == closing,
@@ -136,7 +178,8 @@ def replay_session(
     # Also when nothing was pending: a run that died after marking the rows left it stale.
     rows_now = archive.list_session(session_id, bodies=False)
     archive.save_summary(summarize(session_id, rows_now, record))
-    return ReplayResult(session_id, new_session_id, queue, sent=len(pending))
+    job_id = next((row.job_id for row in rows if row.job_id), None)
+    return ReplayResult(session_id, new_session_id, queue, len(pending), job_id, pipeline)
 
 
 def _outgoing(
@@ -152,149 +195,3 @@ def _outgoing(
         content_type=row.content_type,
         application_properties=properties,
     )
-
-
-# -- bulk replays ---------------------------------------------------------------------------
-
-MAX_RECORDED_ERRORS = 50
-
-
-def request_bulk_replay(
-    store: ReplayRequestStore,
-    queue: ReplayQueue,
-    *,
-    queue_name: str | None = None,
-    task: str | None = None,
-    reason: str | None = None,
-    clock: Clock = _now,
-) -> ReplayRequest:
-    if not (task or reason):
-        raise InvalidInput("task", "give a task and/or a reason to choose the sessions to replay")
-    at = clock().isoformat()
-    request = ReplayRequest(
-        request_id=str(uuid.uuid4()),
-        queue=queue_name,
-        task=task,
-        reason=reason,
-        created_at=at,
-        updated_at=at,
-    )
-    store.save(request)
-    try:
-        queue.enqueue(request.request_id)
-    except Exception as error:
-        # Saved but never queued: without this it would say "queued" forever.
-        failed = replace(
-            request,
-            status="failed",
-            failure=f"Could not queue the request ({error.__class__.__name__}); nothing was "
-            "replayed. Send the request again.",
-            updated_at=clock().isoformat(),
-        )
-        with contextlib.suppress(Exception):
-            store.save(failed)
-        raise
-    return request
-
-
-def run_bulk_replay(
-    store: ReplayRequestStore,
-    archive: DeadLetterArchive,
-    resender: MessageResender,
-    seeder: SessionSeeder,
-    request_id: str,
-    *,
-    page_size: int = 100,
-    clock: Clock = _now,
-) -> ReplayRequest:
-    """Replay every failed session that matches; progress is saved after each page.
-
-    Running it again (a redelivered queue message) sends nothing twice, since each session is
-    replayed under the key ``bulk:<request id>``, and reports what one run would have: it
-    starts over from page 1, where the sessions this request replayed are no longer listed as
-    failed, so it counts those afresh (``sent``) and recounts the rest instead of adding to
-    the totals the earlier run saved."""
-    request = store.get(request_id)
-    if request.status in ("completed", "failed"):
-        return request
-    key = f"bulk:{request_id}"
-    # "running": an earlier run started and may have replayed sessions before it died.
-    sent = _replayed_under(archive, request, key, page_size) if request.status == "running" else 0
-    request = replace(
-        request,
-        status="running",
-        found=sent,
-        sent=sent,
-        failed=0,
-        errors=(),
-        updated_at=clock().isoformat(),
-    )
-    store.save(request)
-    for items in _matching_pages(archive, request, FAILED, page_size):
-        found, sent, failed, errors = request.found, request.sent, request.failed, request.errors
-        for summary in items:
-            found += 1
-            try:
-                # Counted even when nothing is sent now: an earlier run of this request sent
-                # it, then died before the session's summary said so.
-                replay_session(archive, resender, seeder, summary.session_id, key, clock=clock)
-                sent += 1
-            except (ReplayIncomplete, AlreadyReplayed, SessionNotArchived) as error:
-                failed += 1
-                if len(errors) < MAX_RECORDED_ERRORS:
-                    errors = (*errors, {"session_id": summary.session_id, "error": str(error)})
-        request = replace(
-            request,
-            found=found,
-            sent=sent,
-            failed=failed,
-            errors=errors,
-            updated_at=clock().isoformat(),
-        )
-        store.save(request)
-    request = replace(request, status="completed", updated_at=clock().isoformat())
-    store.save(request)
-    return request
-
-
-def _replayed_under(
-    archive: DeadLetterArchive, request: ReplayRequest, key: str, page_size: int
-) -> int:
-    """How many matching sessions an earlier run of the request replayed (whole)."""
-    return sum(
-        1
-        for items in _matching_pages(archive, request, REPLAYED, page_size)
-        for summary in items
-        if summary.replay_key == key
-    )
-
-
-def _matching_pages(
-    archive: DeadLetterArchive, request: ReplayRequest, status: str, page_size: int
-) -> Iterator[Sequence[FailedSession]]:
-    """The summaries the request's filter selects, with ``status``, a page at a time."""
-    continuation: str | None = None
-    while True:
-        page = archive.list_summaries(
-            queue=request.queue,
-            task=request.task,
-            reason=request.reason,
-            status=status,
-            page_size=page_size,
-            continuation=continuation,
-        )
-        yield page.items
-        continuation = page.continuation
-        if not continuation:
-            return
-
-
-def mark_bulk_replay_failed(
-    store: ReplayRequestStore, request_id: str, failure: str, *, clock: Clock = _now
-) -> ReplayRequest:
-    """The request's queue message is going to the poison queue: say so in its status."""
-    request = replace(
-        store.get(request_id), status="failed", failure=failure, updated_at=clock().isoformat()
-    )
-    store.save(request)
-    return request

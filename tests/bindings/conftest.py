@@ -30,6 +30,8 @@ from shared.service_layer.processor import (
 )
 from tests.fakes import (
     InMemoryDeadLetterQueue,
+    InMemoryIdempotencyRecords,
+    InMemoryOrderProgress,
     InMemoryResender,
     InMemorySessionSeeder,
     InMemoryTaskSender,
@@ -58,8 +60,13 @@ class RecordingSettlement(settlement_pb2_grpc.SettlementServicer):
 
     calls: list[tuple[str, Any]] = field(default_factory=list)
     states: dict[str, bytes] = field(default_factory=dict)
+    # Operations that fail once each (as a host that lost the lock would), e.g. {"complete"}.
+    fail_once: set[str] = field(default_factory=set)
 
     def Complete(self, request: Any, context: Any) -> Empty:
+        if "complete" in self.fail_once:
+            self.fail_once.discard("complete")
+            context.abort(grpc.StatusCode.ABORTED, "MessageLockLostError: the worker died")
         self.calls.append(("complete", request.locktoken))
         return Empty()
 
@@ -87,6 +94,13 @@ class RecordingSettlement(settlement_pb2_grpc.SettlementServicer):
             self.states.pop(request.sessionId, None)
         return Empty()
 
+    def ReleaseSession(self, request: Any, context: Any) -> Empty:
+        self.calls.append(("release_session", request.sessionId))
+        return Empty()
+
+    def releases(self) -> list[str]:
+        return [session for call, session in self.calls if call == "release_session"]
+
     def settlements(self) -> list[tuple[str, Any]]:
         return [c for c in self.calls if c[0] in ("complete", "abandon", "deadletter")]
 
@@ -109,6 +123,7 @@ def settlement(
     servicer, _ = settlement_server
     servicer.calls.clear()
     servicer.states.clear()
+    servicer.fail_once.clear()
     yield servicer
 
 
@@ -130,15 +145,16 @@ def received_message(
     body: bytes,
     *,
     session_id: str,
-    delivery_count: int = 0,
+    delivery_count: int | None = 0,
     message_id: str = "message-1",
-    application_properties: Mapping[bytes, Any] | None = None,
+    application_properties: Mapping[Any, Any] | None = None,
 ) -> ServiceBusReceivedMessage:
     """A message as the extension builds it: an AMQP message with the lock token in its
-    delivery annotations, wrapped without a receiver."""
+    delivery annotations, wrapped without a receiver. ``delivery_count=None``: no AMQP header,
+    as the extension's converter rebuilds the message in Azure (its delivery count is None)."""
     amqp = Message(
         data=[body],
-        header=Header(delivery_count=delivery_count),
+        header=Header(delivery_count=delivery_count) if delivery_count is not None else None,
         properties=Properties(message_id=message_id.encode(), group_id=session_id.encode()),
         application_properties=dict(application_properties or {}),
         delivery_annotations={b"x-opt-lock-token": uuid.uuid4()},
@@ -162,31 +178,41 @@ def _provider_down(invocation: TaskInvocation) -> Mapping[str, Any]:
 class Twins:
     container: Container
     sender: InMemoryTaskSender
+    idempotency: InMemoryIdempotencyRecords
+    orders: InMemoryOrderProgress
 
 
 @pytest.fixture
 def twins() -> Iterator[Twins]:
     """A container whose processors run small in-memory tasks and whose sender records."""
-    c = Container(Settings.from_env(SETTINGS))
-    sender = InMemoryTaskSender()
     retry = RetryPolicy(max_attempts=2, min_backoff=0, max_backoff=0)
-    c.purchase_processor = SessionProcessor(  # type: ignore[misc]
-        pipeline=PURCHASE,
-        tasks={"First": _ok, "Second": _ok, "Declined": _declined, "Flaky": _provider_down},
-        policy=FailurePolicy.STOP_ON_FAILURE,
-        retry=retry,
-        sleep=lambda _: None,
+    twins = Twins(
+        Container(Settings.from_env(SETTINGS)),
+        InMemoryTaskSender(),
+        InMemoryIdempotencyRecords(),
+        InMemoryOrderProgress(),
     )
-    c.import_processor = SessionProcessor(  # type: ignore[misc]
-        pipeline=PRODUCT_IMPORT,
-        tasks={"ImportProduct": _ok},
-        policy=FailurePolicy.CONTINUE_ON_FAILURE,
-        retry=retry,
-        sleep=lambda _: None,
+    twins.container.override(
+        purchase_processor=SessionProcessor(
+            pipeline=PURCHASE,
+            tasks={"First": _ok, "Second": _ok, "Declined": _declined, "Flaky": _provider_down},
+            policy=FailurePolicy.STOP_ON_FAILURE,
+            retry=retry,
+            sleep=lambda _: None,
+        ),
+        import_processor=SessionProcessor(
+            pipeline=PRODUCT_IMPORT,
+            tasks={"ImportProduct": _ok},
+            policy=FailurePolicy.CONTINUE_ON_FAILURE,
+            retry=retry,
+            sleep=lambda _: None,
+        ),
+        task_sender=twins.sender,
+        idempotency_records=twins.idempotency,
+        order_progress=twins.orders,
     )
-    c.task_sender = sender  # type: ignore[misc]
-    use_container(c)
-    yield Twins(c, sender)
+    use_container(twins.container)
+    yield twins
     use_container(None)
 
 
@@ -211,13 +237,20 @@ class StorageApp:
 def storage_app(azurite_connection_string: str) -> Iterator[StorageApp]:
     from shared.adapters.azure_clients import blob_service, queue_service, table_service
     from shared.adapters.storage_replay_queue import StorageQueueReplayQueue, replay_queue_client
-    from shared.adapters.table_archive import TableDeadLetterArchive, TableReplayRequests
+    from shared.adapters.table_archive import TableDeadLetterArchive
+    from shared.adapters.table_idempotency import TableIdempotencyRecords
+    from shared.adapters.table_replay_requests import TableReplayRequests
 
     storage = StorageConnectionSettings(connection_string=azurite_connection_string)
     tables, blobs, queues = table_service(storage), blob_service(storage), queue_service(storage)
     suffix = uuid.uuid4().hex[:12]
-    names = [f"deadletters{suffix}", f"failedsessions{suffix}", f"replayrequests{suffix}"]
-    rows, sessions, requests = (tables.create_table(name) for name in names)
+    names = [
+        f"deadletters{suffix}",
+        f"failedsessions{suffix}",
+        f"replayrequests{suffix}",
+        f"idempotencykeys{suffix}",
+    ]
+    rows, sessions, requests, keys = (tables.create_table(name) for name in names)
     bodies = blobs.create_container(f"bodies-{suffix}")
     queue = replay_queue_client(queues.create_queue(f"replays-{suffix}"))
 
@@ -229,12 +262,15 @@ def storage_app(azurite_connection_string: str) -> Iterator[StorageApp]:
         seeder=InMemorySessionSeeder(),
         replay_queue=queue,
     )
-    c.archive = TableDeadLetterArchive(rows, sessions, bodies)  # type: ignore[misc]
-    c.replay_requests = TableReplayRequests(requests)  # type: ignore[misc]
-    c.replay_queue = StorageQueueReplayQueue(queue)  # type: ignore[misc]
-    c.dead_letter_source = app.dead_letters  # type: ignore[misc]
-    c.resender = app.resender  # type: ignore[misc]
-    c.session_seeder = app.seeder  # type: ignore[misc]
+    c.override(
+        archive=TableDeadLetterArchive(rows, sessions, bodies),
+        replay_requests=TableReplayRequests(requests),
+        replay_queue=StorageQueueReplayQueue(queue),
+        idempotency_records=TableIdempotencyRecords(keys),
+        dead_letter_source=app.dead_letters,
+        resender=app.resender,
+        session_seeder=app.seeder,
+    )
     use_container(c)
     try:
         yield app

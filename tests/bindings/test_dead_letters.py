@@ -16,23 +16,22 @@ from urllib.parse import quote
 
 import azure.functions as func
 import pytest
-from azure.core.exceptions import ServiceRequestError
 from azure.functions.queue import QueueMessage
 from azure.functions.timer import TimerRequest
 
+from shared.adapters.table_archive import TableDeadLetterArchive
 from shared.domain.archive import FailureRecord, replay_session_id
 from shared.domain.envelope import TaskMessage
-from shared.entrypoints.dead_letters import (
-    archive_dead_letters,
+from shared.entrypoints.archive_timer import archive_dead_letters
+from shared.entrypoints.failed_sessions_http import (
     failed_session_groups,
     get_failed_session,
-    get_replay,
     list_failed_sessions,
     replay_failed_session,
-    replay_requests,
-    request_replay,
 )
+from shared.entrypoints.replays import get_replay, replay_requests, request_replay
 from shared.service_layer.ports import DeadLetter
+from tests.outages import unreachable_blobs, unreachable_tables
 
 from .conftest import StorageApp, host_route_value
 
@@ -168,7 +167,7 @@ def test_the_timer_moves_dead_letters_into_the_table_and_says_what_it_moved(
     failed_session(storage_app, "order-1")  # 3 dead letters
     failed_session(storage_app, "import-1", at_step=5, reason="InvalidRow", queue=IMPORTS)
 
-    with caplog.at_level(logging.INFO, logger="shared.entrypoints.dead_letters"):
+    with caplog.at_level(logging.INFO, logger="shared.entrypoints.archive_timer"):
         run_timer(past_due=True)
 
     assert storage_app.dead_letters.letters == {PURCHASE: [], IMPORTS: []}
@@ -191,10 +190,10 @@ def test_one_timer_run_moves_at_most_the_configured_count(
     storage_app: StorageApp, caplog: pytest.LogCaptureFixture
 ) -> None:
     c = storage_app.container
-    c.settings = dataclasses.replace(c.settings, archive_max_messages=2)  # type: ignore[misc]
+    c.override(settings=dataclasses.replace(c.settings, archive_max_messages=2))
     failed_session(storage_app, "order-1", at_step=1)  # 5 dead letters
 
-    with caplog.at_level(logging.INFO, logger="shared.entrypoints.dead_letters"):
+    with caplog.at_level(logging.INFO, logger="shared.entrypoints.archive_timer"):
         run_timer()
 
     assert len(storage_app.container.archive.list_session("order-1")) == 2
@@ -399,7 +398,9 @@ def test_a_replay_is_202_with_the_new_session_sent_in_order_and_seeded_with_the_
         "queue": PURCHASE,
         "sent": 3,
         "status": "accepted",
-        "status_url": f"{BASE}/failed-sessions/order%2F7",
+        # The replayed work is the order's: its status follows the new session.
+        "status_url": f"{BASE}/orders/job-order%2F7",
+        "failed_session_url": f"{BASE}/failed-sessions/order%2F7",
     }
     assert response.headers["Location"] == document["status_url"]
     sent = storage_app.resender.sent
@@ -423,7 +424,7 @@ def test_a_repeated_replay_with_the_same_key_sends_nothing_new(storage_app: Stor
 
     assert again.status_code == 202
     assert _json(again)["new_session_id"] == first["new_session_id"]
-    assert _json(again)["sent"] == 0
+    assert _json(again) == first  # the stored first response (Idempotency-Key)
     assert len(storage_app.resender.sent) == 3
 
 
@@ -436,6 +437,34 @@ def test_a_replay_under_another_key_after_one_succeeded_is_a_409(storage_app: St
 
     assert first["new_session_id"] in document["detail"]
     assert len(storage_app.resender.sent) == 3
+
+
+def test_the_same_key_with_another_force_is_a_422(storage_app: StorageApp) -> None:
+    failed_session(storage_app, "order-1", upto=4)  # incomplete: force matters
+    run_timer()
+    assert replay("order-1", "key-1", force="true").status_code == 202
+
+    document = assert_problem(replay("order-1", "key-1"), 422)
+
+    assert "'key-1'" in document["detail"]
+    assert len(storage_app.resender.sent) == 2
+
+
+def test_replays_of_one_session_with_other_keys_are_409s_naming_the_winner(
+    storage_app: StorageApp,
+) -> None:
+    failed_session(storage_app, "order-1")
+    run_timer()
+    won = _json(replay("order-1", "key-1"))
+
+    for key in ("key-2", "key-3"):
+        document = assert_problem(replay("order-1", key), 409)
+        assert document["replay"]["new_session_id"] == won["new_session_id"]
+        assert document["replay"]["idempotency_key"] == "key-1"
+
+    assert len(storage_app.resender.sent) == 3
+    view = _json(_get(get_failed_session, "x", session_id="order-1"))
+    assert view["claim"]["key"] == "key-1"
 
 
 def test_a_replay_of_an_incomplete_session_is_a_409_unless_forced(
@@ -556,7 +585,7 @@ def test_a_bulk_replay_that_keeps_failing_is_marked_failed_when_it_goes_to_the_p
 ) -> None:
     failed_session(storage_app, "order-1")
     run_timer()
-    storage_app.container.resender = BrokenResender()  # type: ignore[misc]
+    storage_app.container.override(resender=BrokenResender())
     request_id = _json(_request_replay({"task": "ProcessPayment"}))["request_id"]
     body = _deliver(storage_app).get_body()
 
@@ -620,16 +649,15 @@ def test_an_unknown_replay_request_is_a_404(storage_app: StorageApp, request_id:
 # -- outages --------------------------------------------------------------------------------------
 
 
-class UnreachableArchive:
-    def __getattr__(self, name: str) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            raise ServiceRequestError("Connection refused")
-
-        return call
-
-
 def test_storage_out_of_reach_is_a_503_problem_with_retry_after(storage_app: StorageApp) -> None:
-    storage_app.container.archive = UnreachableArchive()  # type: ignore[assignment]
+    tables = unreachable_tables()
+    storage_app.container.override(
+        archive=TableDeadLetterArchive(
+            tables.get_table_client("deadletters"),
+            tables.get_table_client("failedsessions"),
+            unreachable_blobs().get_container_client("bodies"),
+        ),
+    )
 
     for response in (
         _list(),

@@ -21,7 +21,7 @@ from shared.adapters.servicebus_dead_letters import (
 from shared.domain.archive import FailureRecord, replay_session_id
 from shared.domain.envelope import TaskMessage
 from shared.domain.session_state import decode_session_state
-from shared.entrypoints.dead_letters import replay_requests
+from shared.entrypoints.replays import replay_requests
 
 from .conftest import StorageApp
 from .test_dead_letters import (
@@ -31,6 +31,7 @@ from .test_dead_letters import (
     _json,
     _request_replay,
     _status,
+    assert_problem,
     replay,
     run_timer,
 )
@@ -50,9 +51,9 @@ def bus(storage_app: StorageApp, monkeypatch: pytest.MonkeyPatch) -> Iterator[Se
     with run_emulator(CONFIG) as emulator:
         client = ServiceBusClient.from_connection_string(emulator.connection_string)
         c = storage_app.container
-        c.dead_letter_source = ServiceBusDeadLetterSource(client)  # type: ignore[misc]
-        c.resender = ServiceBusResender(client)  # type: ignore[misc]
-        c.session_seeder = ServiceBusSessionSeeder(client)  # type: ignore[misc]
+        c.override(dead_letter_source=ServiceBusDeadLetterSource(client))
+        c.override(resender=ServiceBusResender(client))
+        c.override(session_seeder=ServiceBusSessionSeeder(client))
         with client:
             yield client
 
@@ -132,13 +133,32 @@ def test_dead_letters_archived_by_the_timer_are_replayed_in_order_under_a_new_se
         (5, TASKS[4]),
     ]
     seeded = decode_session_state(state)
-    assert seeded.next_step == 3
+    assert seeded is not None and seeded.next_step == 3
     assert dict(seeded.context) == CONTEXT
 
     again = replay("order/7", "incident-1")
 
-    assert (again.status_code, _json(again)["sent"]) == (202, 0)
+    assert (again.status_code, _json(again)) == (202, _json(response))  # the first response
     assert receive_session(bus, new_session)[0] == []
+
+
+def test_a_replay_whose_new_session_is_locked_elsewhere_is_a_409_and_sends_nothing(
+    storage_app: StorageApp, bus: ServiceBusClient
+) -> None:
+    purchase_that_failed_at_payment(storage_app, bus, "order/8")
+    run_timer()
+    new_session = replay_session_id("order/8", "fix")
+
+    # Another receiver holds the new session while the replay seeds its state.
+    with bus.get_queue_receiver(PURCHASE, session_id=new_session, max_wait_time=1):
+        locked = replay("order/8", "fix")
+
+    document = assert_problem(locked, 409)
+    assert locked.headers["Retry-After"] == "5"
+    assert "lock" in document["detail"]
+    assert receive_session(bus, new_session)[0] == []
+    again = replay("order/8", "fix")  # the key was released: the same request goes through
+    assert (again.status_code, _json(again)["sent"]) == (202, 3)
 
 
 def test_a_bulk_replay_from_the_storage_queue_sends_every_matching_session(

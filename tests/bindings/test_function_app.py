@@ -11,7 +11,9 @@ import azure.functions as func
 from function_app import app
 
 # get_functions() indexes the app, and indexing twice fails on "duplicate" names: once here.
-FUNCTIONS = {f.get_function_name(): json.loads(f.get_function_json()) for f in app.get_functions()}
+FUNCTIONS = {
+    str(f.get_function_name()): json.loads(f.get_function_json()) for f in app.get_functions()
+}
 
 
 def _functions() -> dict[str, dict[str, Any]]:
@@ -26,6 +28,7 @@ def _trigger(name: str) -> dict[str, Any]:
 # name -> (route, methods) of every HTTP function; all take a function key.
 HTTP_ROUTES = {
     "submit_order_http": ("orders", ["POST"]),
+    "get_order": ("orders/{job_id}", ["GET"]),
     "list_failed_sessions": ("failed-sessions", ["GET"]),
     "failed_session_groups": ("failed-session-groups", ["GET"]),
     "get_failed_session": ("failed-sessions/{session_id}", ["GET"]),

@@ -12,7 +12,6 @@ from urllib.parse import quote
 
 import azure.functions as func
 import pytest
-from azure.core.exceptions import ServiceRequestError
 
 from shared.adapters.azure_clients import table_service
 from shared.adapters.table_import_manifests import TableManifestStore
@@ -21,6 +20,7 @@ from shared.bootstrap import Container, use_container
 from shared.config import Settings, StorageConnectionSettings
 from shared.domain.import_jobs import JobManifest
 from shared.entrypoints.imports_http import get_import
+from tests.outages import unreachable_tables
 
 from .conftest import SETTINGS, host_route_value
 
@@ -43,11 +43,11 @@ def stores(azurite_connection_string: str) -> Iterator[ImportStores]:
     names = (f"importjobs{suffix}", f"importprogress{suffix}")
     jobs, progress = (tables.create_table(name) for name in names)
     c = Container(Settings.from_env({**SETTINGS, "AzureWebJobsStorage": azurite_connection_string}))
-    c.import_manifests = TableManifestStore(jobs)  # type: ignore[misc]
-    c.import_progress = TableImportProgress(progress)  # type: ignore[misc]
+    stores = ImportStores(c, TableManifestStore(jobs), TableImportProgress(progress))
+    c.override(import_manifests=stores.manifests, import_progress=stores.progress)
     use_container(c)
     try:
-        yield ImportStores(c, c.import_manifests, c.import_progress)
+        yield stores
     finally:
         use_container(None)
         for name in names:
@@ -142,13 +142,10 @@ def test_an_unknown_job_is_a_404_problem(stores: ImportStores) -> None:
     assert "'never-ran'" in document["detail"]
 
 
-class UnreachableTable:
-    def get(self, job_id: str) -> JobManifest:
-        raise ServiceRequestError("Connection refused")
-
-
 def test_storage_out_of_reach_is_a_503_problem(stores: ImportStores) -> None:
-    stores.container.import_manifests = UnreachableTable()  # type: ignore[misc]
+    stores.container.override(
+        import_manifests=TableManifestStore(unreachable_tables().get_table_client("importjobs"))
+    )
 
     response = _get(JOB)
 

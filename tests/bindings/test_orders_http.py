@@ -9,22 +9,18 @@ from typing import Any
 
 import azure.functions as func
 import pytest
-from azure.servicebus.exceptions import ServiceBusConnectionError
 
-from shared.adapters.servicebus_sender import SessionTooLarge
+from shared.adapters.servicebus_sender import ServiceBusTaskSender
 from shared.domain.envelope import TaskMessage
+from shared.domain.errors import SessionTooLarge
 from shared.domain.pipelines import PURCHASE_TASKS
 from shared.entrypoints.orders_http import submit_order_http
+from tests.builders import order_document
+from tests.outages import unreachable_service_bus
 
 from .conftest import Twins
 
-ORDER = {
-    "customer_email": "ada@example.com",
-    "customer_name": "Ada",
-    "card_token": "tok_visa",
-    "currency": "EUR",
-    "lines": [{"sku": "SKU-1", "quantity": 2}],
-}
+ORDER = order_document()
 
 
 def _post(body: bytes | Any, headers: dict[str, str] | None = None) -> func.HttpResponse:
@@ -72,8 +68,8 @@ def test_the_same_idempotency_key_gives_the_same_job_twice(twins: Twins) -> None
     second = _json(_post(ORDER, {"Idempotency-Key": "order-42"}))
 
     assert first["job_id"] == second["job_id"]
-    ids = [[m.message_id() for m in session[2]] for session in twins.sender.sessions]
-    assert ids[0] == ids[1]  # so Service Bus duplicate detection drops the second send
+    assert second == first  # the stored first response
+    assert len(twins.sender.sessions) == 1  # the repeat enqueued nothing
 
 
 def test_a_body_that_is_not_json_is_a_400_that_says_to_send_json(twins: Twins) -> None:
@@ -123,15 +119,8 @@ def test_a_body_over_256_kib_is_a_413(twins: Twins) -> None:
     assert twins.sender.sessions == []
 
 
-class UnreachableServiceBus:
-    def send_session(
-        self, queue_name: str, session_id: str, messages: Sequence[TaskMessage]
-    ) -> None:
-        raise ServiceBusConnectionError(message="Failed to initiate the connection")
-
-
 def test_an_unreachable_service_bus_is_a_503_with_retry_advice(twins: Twins) -> None:
-    twins.container.task_sender = UnreachableServiceBus()  # type: ignore[misc]
+    twins.container.override(task_sender=ServiceBusTaskSender(unreachable_service_bus()))
 
     response = _post(ORDER, {"Idempotency-Key": "order-7"})
 
@@ -149,7 +138,7 @@ class TooSmallBatch:
 
 
 def test_an_order_whose_tasks_do_not_fit_in_one_batch_is_a_413(twins: Twins) -> None:
-    twins.container.task_sender = TooSmallBatch()  # type: ignore[misc]
+    twins.container.override(task_sender=TooSmallBatch())
 
     document = _assert_problem(_post(ORDER), 413)
 

@@ -36,6 +36,7 @@ def test_a_successful_task_is_completed_and_its_state_kept_for_the_next_step(
 
     assert settlement.settlements() == [("complete", str(message.lock_token))]
     assert json.loads(settlement.states[SESSION])["next_step"] == 2
+    assert settlement.releases() == []  # more messages of the session are to come
 
 
 def test_the_next_step_reads_the_state_through_get_session_state_over_grpc(
@@ -49,8 +50,11 @@ def test_the_next_step_reads_the_state_through_get_session_state_over_grpc(
     assert ("get_session_state", SESSION) in settlement.calls
     assert settlement.settlements()[-1] == ("complete", str(second.lock_token))
     # The last step clears the state with an empty value: a finished session costs nothing.
-    assert settlement.calls[-2] == ("set_session_state", (SESSION, b""))
+    assert ("set_session_state", (SESSION, b"")) in settlement.calls
     assert SESSION not in settlement.states
+    # ... and, once settled, lets the host take the next session at once.
+    assert settlement.calls[-1] == ("release_session", SESSION)
+    assert settlement.releases() == [SESSION]
 
 
 def test_a_failing_task_is_dead_lettered_with_a_reason_a_person_can_act_on(
@@ -69,16 +73,39 @@ def test_a_failing_task_is_dead_lettered_with_a_reason_a_person_can_act_on(
 def test_a_transient_failure_is_abandoned_for_another_attempt_then_dead_lettered(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    first = received_message(_task("Flaky", 1), session_id=SESSION)
-    last = received_message(_task("Flaky", 1), session_id=SESSION, delivery_count=1)
+    # No delivery count, as Azure hands the message over: the app counts in the state.
+    first = received_message(_task("Flaky", 1), session_id=SESSION, delivery_count=None)
+    last = received_message(_task("Flaky", 1), session_id=SESSION, delivery_count=None)
 
     purchase_tasks(first, message_actions)
+    assert json.loads(settlement.states[SESSION])["attempts"]["failed"] == 1
     purchase_tasks(last, message_actions)  # attempt 2 of 2
 
     [abandoned, (kind, (_, reason, description))] = settlement.settlements()
     assert abandoned == ("abandon", str(first.lock_token))
     assert (kind, reason) == ("deadletter", "PaymentProviderUnavailable")
     assert description.startswith("Gave up after 2 attempts")
+    assert json.loads(settlement.states[SESSION])["failure"]["reason"] == (
+        "PaymentProviderUnavailable"
+    )
+
+
+def test_a_last_message_redelivered_after_its_completion_failed_ends_the_session_once(
+    twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    purchase_tasks(received_message(_task("First", 1), session_id=SESSION), message_actions)
+    body = _task("Second", 2, is_last=True)
+    settlement.fail_once.add("complete")
+    with pytest.raises(SettlementError):
+        purchase_tasks(received_message(body, session_id=SESSION), message_actions)
+    assert json.loads(settlement.states[SESSION])["next_step"] == 3  # kept for the redelivery
+    again = received_message(body, session_id=SESSION, delivery_count=None)
+
+    purchase_tasks(again, message_actions)
+
+    assert settlement.settlements()[-1] == ("complete", str(again.lock_token))
+    assert SESSION not in settlement.states
+    assert settlement.releases() == [SESSION]
 
 
 def test_a_redelivered_finished_step_is_completed_without_running_again(
@@ -113,6 +140,35 @@ def test_an_import_row_is_completed(
     product_import_tasks(message, message_actions)
 
     assert settlement.settlements() == [("complete", str(message.lock_token))]
+    assert settlement.calls[-1] == ("release_session", "import-1")
+
+
+def test_a_dead_lettered_last_message_releases_its_session(
+    twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    purchase_tasks(received_message(_task("Declined", 1), session_id=SESSION), message_actions)
+    last = received_message(_task("Second", 2, is_last=True), session_id=SESSION)
+
+    purchase_tasks(last, message_actions)
+
+    (kind, (lock_token, reason, _)) = settlement.settlements()[-1]
+    assert (kind, lock_token, reason) == ("deadletter", str(last.lock_token), "SessionFailed")
+    assert settlement.calls[-1] == ("release_session", SESSION)
+    assert settlement.releases() == [SESSION]
+
+
+def test_an_unreadable_last_import_row_releases_its_session(
+    twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    last = received_message(
+        b"not json", session_id="import-2", application_properties={b"step": 7, b"is_last": True}
+    )
+
+    product_import_tasks(last, message_actions)
+
+    [(kind, (_, reason, _))] = settlement.settlements()
+    assert (kind, reason) == ("deadletter", "MalformedMessage")
+    assert settlement.releases() == ["import-2"]
 
 
 def test_get_session_state_is_preferred_when_the_actions_class_has_it(
@@ -177,6 +233,13 @@ def test_the_incoming_message_has_the_body_attempt_and_decoded_properties() -> N
 
     assert incoming.body == b'{"x": 1}'
     assert incoming.session_id == SESSION
-    assert incoming.attempt == 3
+    assert incoming.delivery_count == 2
     assert incoming.message_id == "job-1:2"
     assert incoming.application_properties == {"step": 2, "is_last": False}
+
+
+def test_a_message_without_a_delivery_count_is_handed_on_as_such() -> None:
+    message = received_message(b"{}", session_id=SESSION, delivery_count=None)
+
+    assert message.delivery_count is None
+    assert incoming_message(message).delivery_count is None

@@ -10,7 +10,7 @@ import logging
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from email.message import EmailMessage
@@ -23,7 +23,9 @@ from azure.servicebus import ServiceBusClient
 from localdev.api_client import AppClient
 from localdev.stack import HOST_JSON, LocalStack, run_stack
 from shared.adapters.azure_clients import PAYMENTS_TABLE
+from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.adapters.simulated_payments import TableSimulatedPaymentGateway
+from shared.domain.pipelines import import_message
 from tests import polling
 
 TASK_MAX_ATTEMPTS = 2
@@ -40,6 +42,7 @@ E2E_SETTINGS = {
     "PAYMENT_SIMULATOR_OUTAGE_TOKENS": "",
     "FUNCTIONS_HOST_KEY": "e2e-host-key",
     "FUNCTIONS_MASTER_KEY": "e2e-master-key",
+    "REPLAY_MAX_DEQUEUE_COUNT": str(MAX_DEQUEUE_COUNT),  # as host.json below says
 }
 
 
@@ -142,10 +145,17 @@ class E2E:
         return TableClient.from_connection_string(self.stack.storage_connection_string, name)
 
     def receipt_mail(self, job_id: str) -> EmailMessage | None:
+        return next(iter(self.receipt_mails(job_id)), None)
+
+    def receipt_mails(self, job_id: str) -> list[EmailMessage]:
+        """Every receipt mailed for the job (a copy sent twice would be here twice)."""
         wanted = f"<{job_id}.receipt@pipelines.local>"
-        return next(
-            (m for m in self.stack.mail.received() if str(m.get("Message-ID")) == wanted), None
-        )
+        return [m for m in self.stack.mail.received() if str(m.get("Message-ID")) == wanted]
+
+    def sessions_that_ran(self, candidates: set[str]) -> set[str]:
+        """Which of the ``candidates`` sessions ran any purchase task."""
+        ran = {r.session_id for r in self.invocations.of("purchase_tasks")}
+        return {session for session in candidates if session in ran}
 
     def charges_for(self, job_id: str) -> list[Any]:
         key = f"{job_id}:payment"
@@ -197,6 +207,64 @@ def e2e() -> Iterator[E2E]:
     finally:
         host_logger.removeHandler(invocations)
         host_logger.setLevel(previous_level)
+
+
+def import_rows(
+    e2e: E2E,
+    job_id: str,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    expect_imported: int,
+    session_id: str | None = None,
+) -> dict[str, Any]:
+    """Send ``rows`` as one session of the import queue, the way the Spark job does (message
+    id job:row, the last one marked), and wait until GET /api/imports/{job} accounts for all
+    of them. Returns that status."""
+    session = session_id or f"{job_id}-0000"
+    with e2e.servicebus.get_queue_sender(e2e.import_queue) as sender:
+        sender.send_messages(
+            [
+                to_service_bus_message(
+                    session,
+                    import_message(job_id, step, is_last=step == len(rows), row=dict(row)),
+                    message_id=f"{job_id}:{step}",
+                )
+                for step, row in enumerate(rows, start=1)
+            ]
+        )
+
+    def finished() -> dict[str, Any] | None:
+        status = e2e.api.import_status(job_id)
+        if status and status["rows_imported"] + status["rows_failed"] == len(rows):
+            return status
+        return None
+
+    status = wait_for(finished, timeout=30, what=f"import {job_id} finished")
+    assert status["rows_imported"] == expect_imported, status
+    return dict(status)
+
+
+@pytest.fixture(scope="package")
+def catalogue(e2e: E2E) -> None:
+    """The products the purchase tests order: 1 x E2E-TEA = 10.00, 1 x E2E-MUG = 5.50."""
+    import_rows(
+        e2e,
+        f"catalogue-{uuid.uuid4().hex[:8]}",
+        [
+            {"sku": "E2E-TEA", "name": "Tea", "price": "10.00", "currency": "EUR"},
+            {"sku": "E2E-MUG", "name": "Mug", "price": "5.50", "currency": "EUR"},
+        ],
+        expect_imported=2,
+    )
+
+
+@pytest.fixture
+def outage(e2e: E2E) -> Iterator[str]:
+    """A card the payment provider is down for, until the test ends it (or ends)."""
+    card = f"tok_amex_{uuid.uuid4().hex[:8]}"
+    e2e.payments.set_outage([card])
+    yield card
+    e2e.payments.reset_outage()
 
 
 @pytest.fixture

@@ -4,54 +4,16 @@ imported or dead-lettered on its own; a bad row never stops the rows after it.""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
 
 from shared.adapters.azure_clients import PRODUCTS_TABLE
-from shared.adapters.servicebus_sender import to_service_bus_message
-from shared.adapters.table_keys import escape_key
-from shared.domain.pipelines import import_message
+from shared.adapters.table_keys import table_key
 
-from .conftest import E2E, wait_for
+from .conftest import E2E, import_rows, wait_for
 
 pytestmark = pytest.mark.e2e
-
-
-def import_rows(
-    e2e: E2E,
-    job_id: str,
-    rows: Sequence[Mapping[str, Any]],
-    *,
-    expect_imported: int,
-    session_id: str | None = None,
-) -> dict[str, Any]:
-    """Send ``rows`` as one session of the import queue, the way the Spark job does (message
-    id job:row, the last one marked), and wait until GET /api/imports/{job} accounts for all
-    of them. Returns that status."""
-    session = session_id or f"{job_id}-0000"
-    with e2e.servicebus.get_queue_sender(e2e.import_queue) as sender:
-        sender.send_messages(
-            [
-                to_service_bus_message(
-                    session,
-                    import_message(job_id, step, is_last=step == len(rows), row=dict(row)),
-                    message_id=f"{job_id}:{step}",
-                )
-                for step, row in enumerate(rows, start=1)
-            ]
-        )
-
-    def finished() -> dict[str, Any] | None:
-        status = e2e.api.import_status(job_id)
-        if status and status["rows_imported"] + status["rows_failed"] == len(rows):
-            return status
-        return None
-
-    status = wait_for(finished, timeout=30, what=f"import {job_id} finished")
-    assert status["rows_imported"] == expect_imported, status
-    return dict(status)
 
 
 def test_an_import_goes_on_past_bad_rows(e2e: E2E) -> None:
@@ -71,7 +33,7 @@ def test_an_import_goes_on_past_bad_rows(e2e: E2E) -> None:
     products = e2e.table(PRODUCTS_TABLE)
     stored = {
         step: bool(list(products.query_entities("PartitionKey eq @pk", parameters={"pk": key})))
-        for step, key in ((i, escape_key(f"{job}-{i}")) for i in range(1, 6))
+        for step, key in ((i, table_key(f"{job}-{i}")) for i in range(1, 6))
     }
     assert stored == {1: True, 2: False, 3: True, 4: False, 5: True}
     archived = wait_for(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 from azure.servicebus.exceptions import SessionCannotBeLockedError
 
 from shared.adapters.azure_clients import DEAD_LETTERS_TABLE, PAYMENTS_TABLE
-from shared.adapters.table_archive import session_key
+from shared.adapters.table_keys import table_key
 from shared.domain.pipelines import PURCHASE_TASKS
 
 from .conftest import (
@@ -25,35 +24,12 @@ from .conftest import (
     order,
     wait_for,
 )
-from .test_imports import import_rows
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("catalogue")]
 
 # 2 x 10.00 + 1 x 5.50 = 25.50; 25% tax = 6.375 -> 6.38; shipping 4.95: total 36.83.
 BASKET = (("E2E-TEA", 2), ("E2E-MUG", 1))
 BASKET_TOTAL = Decimal("36.83")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def catalogue(e2e: E2E) -> None:
-    import_rows(
-        e2e,
-        f"catalogue-{uuid.uuid4().hex[:8]}",
-        [
-            {"sku": "E2E-TEA", "name": "Tea", "price": "10.00", "currency": "EUR"},
-            {"sku": "E2E-MUG", "name": "Mug", "price": "5.50", "currency": "EUR"},
-        ],
-        expect_imported=2,
-    )
-
-
-@pytest.fixture
-def outage(e2e: E2E) -> Iterator[str]:
-    """A card the payment provider is down for, until the test ends it (or ends)."""
-    card = f"tok_amex_{uuid.uuid4().hex[:8]}"
-    e2e.payments.set_outage([card])
-    yield card
-    e2e.payments.reset_outage()
 
 
 def submit(e2e: E2E, document: dict[str, Any]) -> str:
@@ -127,7 +103,7 @@ def test_a_failed_payment_short_circuits_the_later_tasks_into_the_archive_in_ord
     # The storage account holds the same rows, keyed so that a partition scan is send order.
     rows = list(
         e2e.table(DEAD_LETTERS_TABLE).query_entities(
-            "PartitionKey eq @pk", parameters={"pk": session_key(job)}
+            "PartitionKey eq @pk", parameters={"pk": table_key(job)}
         )
     )
     assert [r["RowKey"] for r in rows] == sorted(r["RowKey"] for r in rows)
@@ -150,10 +126,13 @@ def test_a_replay_after_an_outage_completes_with_the_original_order_number_and_t
         "PaymentProviderUnavailable",
     )
     order_number, total = session["context"]["order_number"], session["context"]["total"]
-    # The processor retried the payment (abandon, redelivery) before it gave up.
+    # The processor retried the payment (abandon, redelivery) before it gave up, counting the
+    # attempts itself: the trigger's delivery count may be missing (None in Azure).
     payment_runs = [r for r in e2e.invocations.of("purchase_tasks") if r.message_id == f"{job}:3"]
-    deliveries = [r.delivery_count or 0 for r in payment_runs]
-    assert len(deliveries) == TASK_MAX_ATTEMPTS and deliveries == sorted(set(deliveries))
+    assert len(payment_runs) == TASK_MAX_ATTEMPTS
+    assert session["messages"][0]["description"].startswith(
+        f"Gave up after {TASK_MAX_ATTEMPTS} attempts"
+    )
 
     e2e.payments.reset_outage()
     replay = e2e.api.replay(job, idempotency_key="fix-1")
@@ -176,7 +155,8 @@ def test_a_replay_after_an_outage_completes_with_the_original_order_number_and_t
     assert (summary["status"], summary["replayed_session_id"]) == ("replayed", new_session)
 
     again = e2e.api.replay(job, idempotency_key="fix-1")
-    assert (again["sent"], again["new_session_id"]) == (0, new_session)
+    assert again == replay  # the stored first response: nothing is sent again
+    assert len(e2e.receipt_mails(job)) == 1
     other_key = e2e.api.request(
         "POST", f"failed-sessions/{job}/replay", headers={"Idempotency-Key": "fix-2"}
     )

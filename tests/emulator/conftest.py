@@ -26,7 +26,7 @@ import pytest
 
 from localdev.servicebus_emulator.testing import run_emulator
 
-from .sdk import Bus, Queues
+from .sdk import Bus, Queues, Topics
 
 CONFIG_PATH = Path(__file__).with_name("config.json")
 REAL_ENV = "SERVICEBUS_CONNECTION_STRING"
@@ -64,9 +64,18 @@ def connection_string(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(params=["sync", "async"])
 def bus(request: pytest.FixtureRequest, connection_string: str) -> Bus:
-    return Bus(kind=request.param, connection_string=connection_string)
+    management = None
+    if request.node.callspec.params["connection_string"] == "emulator":
+        emulator = request.getfixturevalue("emulator")
+        management = (emulator.host, emulator.http_port)
+    return Bus(request.param, connection_string, management)
 
 
 @pytest.fixture(scope="session")
 def queues() -> Queues:
     return Queues()
+
+
+@pytest.fixture(scope="session")
+def topics() -> Topics:
+    return Topics()

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import socket
 import struct
+from typing import Any
+
+from localdev.servicebus_emulator.codec import decode_all
 
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
@@ -67,22 +70,36 @@ def code_of(body: bytes) -> int:
     return body[2]
 
 
+def handshake_until_open(idle_timeout_ms: int | None = None) -> bytes:
+    """SASL ANONYMOUS, the AMQP header and an open, pipelined as the SDK sends them."""
+    idle = uint(idle_timeout_ms) if idle_timeout_ms is not None else NULL
+    return (
+        SASL_HEADER
+        + frame(performative(SASL_INIT, symbol("ANONYMOUS"), b"\xa0\x00"), kind=1)
+        + AMQP_HEADER
+        + frame(performative(OPEN, string("raw-probe"), NULL, uint(65536), b"\x60\xff\xff", idle))
+    )
+
+
 def open_connection(host: str, port: int, *, idle_timeout_ms: int | None = None) -> socket.socket:
     """SASL ANONYMOUS, then AMQP open, as the SDK does; returns after the server's open."""
+    sock, _ = open_connection_with_fields(host, port, idle_timeout_ms=idle_timeout_ms)
+    return sock
+
+
+def open_connection_with_fields(
+    host: str, port: int, *, idle_timeout_ms: int | None = None
+) -> tuple[socket.socket, list[Any]]:
+    """As :func:`open_connection`; also the fields of the server's open."""
     sock = socket.create_connection((host, port))
     sock.settimeout(5)
-    sock.sendall(SASL_HEADER)
+    sock.sendall(handshake_until_open(idle_timeout_ms))
     assert _read_exactly(sock, 8) == SASL_HEADER
     read_frame(sock)  # sasl-mechanisms
-    sock.sendall(frame(performative(SASL_INIT, symbol("ANONYMOUS"), b"\xa0\x00"), kind=1))
     outcome = read_frame(sock)
     assert outcome is not None and code_of(outcome[2]) == SASL_OUTCOME
-    sock.sendall(AMQP_HEADER)
     assert _read_exactly(sock, 8) == AMQP_HEADER
-    idle = uint(idle_timeout_ms) if idle_timeout_ms is not None else NULL
-    sock.sendall(
-        frame(performative(OPEN, string("raw-probe"), NULL, uint(65536), b"\x60\xff\xff", idle))
-    )
     reply = read_frame(sock)
     assert reply is not None and code_of(reply[2]) == OPEN
-    return sock
+    fields = decode_all(reply[2]).value
+    return sock, list(fields) + [None] * (10 - len(fields))

@@ -15,15 +15,21 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from azure.servicebus import (
     ServiceBusClient,
     ServiceBusMessage,
     ServiceBusReceivedMessage,
+    ServiceBusReceiveMode,
+    ServiceBusSubQueue,
 )
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
+from azure.servicebus.aio.management import (
+    ServiceBusAdministrationClient as AsyncAdministrationClient,
+)
+from azure.servicebus.management import ServiceBusAdministrationClient
 
 # Every message a test sends carries its test's tag, so a test only ever counts its own messages
 # and clears away what an earlier, failed test left behind.
@@ -64,6 +70,37 @@ class Queues:
     duplicates_short_window: str = "conformance-duplicates-short-window"  # window PT20S
 
 
+@dataclass(frozen=True)
+class Topic:
+    """A topic of tests/emulator/config.json (sent to with a topic sender)."""
+
+    name: str
+
+    def subscription(self, name: str) -> Subscription:
+        return Subscription(self.name, name)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A topic's subscription (received from with a subscription receiver)."""
+
+    topic: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Topics:
+    """The topics of tests/emulator/config.json and what their subscriptions select."""
+
+    # all ($Default), red (color = 'red'), fields (one correlation rule per field), both
+    # (CorrelationId and Label), sql (a SQL filter and action), copies (rules with actions)
+    main: Topic = Topic("conformance-topic")
+    sessions: Topic = Topic("conformance-topic-sessions")  # sessions (RequiresSession), plain
+    # to-queue (ForwardTo conformance-forwarded), kept (LockDuration PT5S, MaxDeliveryCount 2)
+    forward: Topic = Topic("conformance-topic-forward")
+    forwarded_queue: str = "conformance-forwarded"
+
+
 SHORT_LOCK_SECONDS = 5
 MAX_DELIVERY_COUNT = 3
 DEFAULT_TTL_SECONDS = 3
@@ -76,6 +113,25 @@ class Bus:
 
     kind: str  # "sync" or "async"
     connection_string: str
+    management: tuple[str, int] | None = None  # the emulator's HTTP host and port
+
+    @asynccontextmanager
+    async def administration(self) -> AsyncIterator[Any]:
+        """The SDK's administration client. For the emulator, with no more than the override
+        Microsoft's emulator documentation gives for Python: the HTTP port in the connection
+        string, and the client's base URL set to http://host:port."""
+        cls = ServiceBusAdministrationClient if self.kind == "sync" else AsyncAdministrationClient
+        if self.management is None:
+            client = cls.from_connection_string(self.connection_string)
+        else:
+            host, port = self.management
+            client = cls.from_connection_string(
+                f"Endpoint=sb://{host}:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
+                "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+            )
+            client._impl._client._base_url = f"http://{host}:{port}"
+        async with opened(client) as admin:
+            yield admin
 
     def client(self, **kwargs: Any) -> Any:
         # No retries: a retried failure would hide exactly what these tests look for.
@@ -85,86 +141,121 @@ class Bus:
         return cls.from_connection_string(self.connection_string, **kwargs)
 
     @asynccontextmanager
-    async def sender(self, queue: str) -> AsyncIterator[Any]:
-        async with (
-            opened(self.client()) as client,
-            opened(client.get_queue_sender(queue)) as sender,
-        ):
-            yield sender
+    async def sender(self, entity: str | Topic) -> AsyncIterator[Any]:
+        """A sender to a queue (by name) or a topic."""
+        async with opened(self.client()) as client:
+            if isinstance(entity, Topic):
+                handler = client.get_topic_sender(entity.name)
+            else:
+                handler = client.get_queue_sender(entity)
+            async with opened(handler) as sender:
+                yield sender
 
     @asynccontextmanager
-    async def receiver(self, queue: str, **kwargs: Any) -> AsyncIterator[Any]:
+    async def receiver(self, entity: str | Subscription, **kwargs: Any) -> AsyncIterator[Any]:
+        """A receiver of a queue (by name) or a subscription."""
         kwargs.setdefault("max_wait_time", 2)
-        async with (
-            opened(self.client()) as client,
-            opened(client.get_queue_receiver(queue, **kwargs)) as receiver,
-        ):
-            yield receiver
+        async with opened(self.client()) as client:
+            if isinstance(entity, Subscription):
+                handler = client.get_subscription_receiver(entity.topic, entity.name, **kwargs)
+            else:
+                handler = client.get_queue_receiver(entity, **kwargs)
+            async with opened(handler) as receiver:
+                yield receiver
 
-    async def send(self, queue: str, messages: ServiceBusMessage | list[ServiceBusMessage]) -> None:
-        async with self.sender(queue) as sender:
+    async def send(self, entity: str | Topic, messages: Any) -> None:
+        async with self.sender(entity) as sender:
             await result(sender.send_messages(messages))
 
+    async def take(
+        self,
+        entity: str | Subscription,
+        tag: Tag,
+        count: int,
+        *,
+        dead_letters: bool = False,
+        exactly: bool = False,
+        timeout: float = 10.0,
+    ) -> list[Any]:
+        """Receive-and-delete ``count`` messages of this test (from the dead-letter sub-queue
+        with ``dead_letters``). With ``exactly`` it then waits a second for one more, which
+        the caller's assertion on the list then shows."""
+        async with self.receiver(
+            entity,
+            sub_queue=ServiceBusSubQueue.DEAD_LETTER if dead_letters else None,
+            receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+        ) as receiver:
+            found = await tag.receive(receiver, count, timeout=timeout)
+            if exactly:
+                found += await tag.receive(receiver, 1, timeout=1)
+        return found
 
-def new_tag() -> str:
-    return uuid.uuid4().hex
 
+@dataclass(frozen=True)
+class Tag:
+    """One test's mark. Every message a test sends carries it (application property ``TAG``),
+    so the test receives and counts only its own messages and clears away what an earlier,
+    failed run left behind."""
 
-def tagged(tag: str, body: str | bytes = "", **kwargs: Any) -> ServiceBusMessage:
-    """A message that belongs to the test with this tag."""
-    properties = {TAG: tag, **kwargs.pop("application_properties", {})}
-    return ServiceBusMessage(body or f"{tag}", application_properties=properties, **kwargs)
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def __str__(self) -> str:
+        return self.id
+
+    def message(self, body: str | bytes = "", **kwargs: Any) -> ServiceBusMessage:
+        """A message of this test."""
+        properties = {TAG: self.id, **kwargs.pop("application_properties", {})}
+        return ServiceBusMessage(body or self.id, application_properties=properties, **kwargs)
+
+    def owns(self, message: Any) -> bool:
+        return tag_of(message) == self.id
+
+    async def receive(self, receiver: Any, count: int, *, timeout: float = 10.0) -> list[Any]:
+        """Receive until ``count`` messages of this test arrived or ``timeout`` passed.
+
+        Messages of other tests (leftovers of a failed run) are completed when the receiver is
+        in peek-lock mode, so they cannot come back; in receive-and-delete mode they are gone.
+        """
+        mine: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while len(mine) < count and time.monotonic() < deadline:
+            wait = max(0.5, min(2.0, deadline - time.monotonic()))
+            batch = await result(
+                receiver.receive_messages(max_message_count=count - len(mine), max_wait_time=wait)
+            )
+            for message in batch:
+                if self.owns(message):
+                    mine.append(message)
+                else:
+                    # In receive-and-delete mode the SDK refuses to settle: already gone.
+                    with contextlib.suppress(ValueError):
+                        await result(receiver.complete_message(message))
+        return mine
+
+    async def peek(self, receiver: Any, *, max_count: int = 250) -> list[Any]:
+        """Every message of this test that a peek from the start of the entity shows."""
+        found: list[Any] = []
+        sequence_number = 1  # 0 would mean "after the last one this receiver saw"
+        while True:
+            page = await result(
+                receiver.peek_messages(max_message_count=50, sequence_number=sequence_number)
+            )
+            if not page:
+                return found
+            found.extend(m for m in page if self.owns(m))
+            sequence_number = page[-1].sequence_number + 1
+            if len(found) >= max_count:
+                return found
 
 
 def tag_of(message: ServiceBusReceivedMessage) -> str | None:
     properties = message.application_properties or {}
     value = properties.get(TAG.encode(), properties.get(TAG))
-    return value.decode() if isinstance(value, bytes) else value
+    return value.decode() if isinstance(value, bytes) else str(value) if value else None
 
 
 def body_of(message: ServiceBusReceivedMessage) -> bytes:
     return b"".join(message.body)
-
-
-async def receive_tagged(
-    receiver: Any, tag: str, count: int, *, timeout: float = 10.0
-) -> list[ServiceBusReceivedMessage]:
-    """Receive until ``count`` messages of this test arrived or ``timeout`` passed.
-
-    Messages of other tests (leftovers of a failed run) are completed when the receiver is in
-    peek-lock mode, so they cannot come back; in receive-and-delete mode they are gone anyway.
-    """
-    mine: list[ServiceBusReceivedMessage] = []
-    deadline = time.monotonic() + timeout
-    while len(mine) < count and time.monotonic() < deadline:
-        wait = max(0.5, min(2.0, deadline - time.monotonic()))
-        batch = await result(
-            receiver.receive_messages(max_message_count=count - len(mine), max_wait_time=wait)
-        )
-        for message in batch:
-            if tag_of(message) == tag:
-                mine.append(message)
-            else:
-                # In receive-and-delete mode the SDK refuses to settle: already gone.
-                with contextlib.suppress(ValueError):
-                    await result(receiver.complete_message(message))
-    return mine
-
-
-async def peek_tagged(receiver: Any, tag: str, *, max_count: int = 250) -> list[Any]:
-    """Every message of this test that a peek from the start of the queue shows."""
-    found: list[Any] = []
-    sequence_number = 1  # 0 would mean "after the last one this receiver saw"
-    while True:
-        page = await result(
-            receiver.peek_messages(max_message_count=50, sequence_number=sequence_number)
-        )
-        if not page:
-            return found
-        found.extend(m for m in page if tag_of(m) == tag)
-        sequence_number = page[-1].sequence_number + 1
-        if len(found) >= max_count:
-            return found
 
 
 def ids(messages: Iterable[ServiceBusReceivedMessage]) -> list[str]:

@@ -7,6 +7,7 @@ Each test starts an emulator of its own, so a fault cannot leak into the conform
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import os
 import socket
@@ -29,6 +30,7 @@ from azure.servicebus import (
 )
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.exceptions import SessionCannotBeLockedError
+from azure.servicebus.management import ServiceBusAdministrationClient, SqlRuleFilter
 
 from localdev.servicebus_emulator.testing import run_emulator
 
@@ -39,14 +41,19 @@ pytestmark = pytest.mark.integration
 LOCK_SECONDS = 3
 
 
+MAX_DELIVERY_COUNT = 2  # of the faults-max-2 queue
+
+
 def config() -> dict[str, Any]:
-    def queue(name: str, *, sessions: bool = False, duplicates: bool = False) -> dict[str, Any]:
+    def queue(
+        name: str, *, sessions: bool = False, duplicates: bool = False, max_delivery: int = 10
+    ) -> dict[str, Any]:
         return {
             "Name": name,
             "Properties": {
                 "RequiresSession": sessions,
                 "LockDuration": f"PT{LOCK_SECONDS}S",
-                "MaxDeliveryCount": 10,
+                "MaxDeliveryCount": max_delivery,
                 "DefaultMessageTimeToLive": "PT1H",
                 "DeadLetteringOnMessageExpiration": False,
                 "RequiresDuplicateDetection": duplicates,
@@ -63,8 +70,18 @@ def config() -> dict[str, Any]:
                         queue("faults"),
                         queue("faults-sessions", sessions=True),
                         queue("faults-duplicates", duplicates=True),
+                        queue("faults-max-2", max_delivery=MAX_DELIVERY_COUNT),
                     ],
-                    "Topics": [],
+                    "Topics": [
+                        {
+                            "Name": "faults-topic",
+                            "Properties": {"DefaultMessageTimeToLive": "PT1H"},
+                            "Subscriptions": [
+                                {"Name": name, "Properties": queue(name)["Properties"]}
+                                for name in ("first", "second")
+                            ],
+                        }
+                    ],
                 }
             ],
             "Logging": {"Type": "Console"},
@@ -80,6 +97,12 @@ def emulator() -> Iterator[Any]:
 
 def client(connection_string: str) -> ServiceBusClient:
     return ServiceBusClient.from_connection_string(connection_string, retry_total=0)
+
+
+def send(connection_string: str, queue: str, messages: Any) -> None:
+    """One send to a queue, on a connection of its own."""
+    with client(connection_string) as sb, sb.get_queue_sender(queue) as sender:
+        sender.send_messages(messages)
 
 
 def receive_all(connection_string: str, queue: str, *, quiet_for: float = 2.0) -> list[Any]:
@@ -188,7 +211,7 @@ def test_a_kill_in_mid_stream_loses_no_acknowledged_message(tmp_path: Path) -> N
                 deadline = time.monotonic() + 60
                 while len(acknowledged) < 150 and time.monotonic() < deadline:
                     for message in receiver.receive_messages(max_message_count=10, max_wait_time=1):
-                        if message.sequence_number % 3:  # every third one stays locked
+                        if (message.sequence_number or 0) % 3:  # every third one stays locked
                             completing.add(str(message.message_id))
                             receiver.complete_message(message)
                             completed.add(str(message.message_id))
@@ -218,8 +241,11 @@ def test_a_kill_in_mid_stream_loses_no_acknowledged_message(tmp_path: Path) -> N
 
 def test_sequence_numbers_and_duplicate_history_survive_kill_and_restart(tmp_path: Path) -> None:
     with run_emulator(config(), data_dir=tmp_path) as emu:
-        with client(emu.connection_string) as sb, sb.get_queue_sender("faults-duplicates") as s:
-            s.send_messages([ServiceBusMessage("before", message_id=f"d{n}") for n in range(3)])
+        send(
+            emu.connection_string,
+            "faults-duplicates",
+            [ServiceBusMessage("before", message_id=f"d{n}") for n in range(3)],
+        )
         before = receive_all(emu.connection_string, "faults-duplicates", quiet_for=1)
 
         emu.kill()
@@ -235,36 +261,122 @@ def test_sequence_numbers_and_duplicate_history_survive_kill_and_restart(tmp_pat
     assert after[0].sequence_number > max(m.sequence_number for m in before)
 
 
+def test_subscriptions_and_a_topic_s_scheduled_messages_survive_kill_and_restart(
+    tmp_path: Path,
+) -> None:
+    with run_emulator(config(), data_dir=tmp_path) as emu:
+        with client(emu.connection_string) as sb, sb.get_topic_sender("faults-topic") as sender:
+            sender.send_messages(ServiceBusMessage("fanned", message_id="fanned"))
+            later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
+            (scheduled,) = sender.schedule_messages(ServiceBusMessage("later"), later)
+
+        held = kill_while_locked(emu, "faults-topic/Subscriptions/first")
+
+        assert held[1] == 0
+        assert emu.counts()["faults-topic"]["scheduled"] == 1
+        with client(emu.connection_string) as sb:
+            for name, expected in (("first", 1), ("second", 0)):
+                with sb.get_subscription_receiver("faults-topic", name) as receiver:
+                    (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+                    assert (str(message.message_id), message.delivery_count) == (
+                        "fanned",
+                        expected,
+                    )
+                    receiver.complete_message(message)
+            with sb.get_topic_sender("faults-topic") as sender:
+                sender.cancel_scheduled_messages(scheduled)
+        assert emu.counts()["faults-topic"]["scheduled"] == 0
+
+
+def administration(emu: Any) -> ServiceBusAdministrationClient:
+    """With the override Microsoft's emulator documentation gives for Python."""
+    admin = ServiceBusAdministrationClient.from_connection_string(
+        f"Endpoint=sb://{emu.host}:{emu.http_port};SharedAccessKeyName=RootManageSharedAccessKey;"
+        "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+    )
+    admin._impl._client._base_url = emu.http_url
+    return admin
+
+
+def test_what_the_management_api_changed_survives_kill_and_restart(tmp_path: Path) -> None:
+    with run_emulator(config(), data_dir=tmp_path) as emu:
+        with administration(emu) as admin:
+            admin.create_queue("made-at-run-time", max_delivery_count=3)
+            admin.create_topic("topic-at-run-time")
+            admin.create_subscription("topic-at-run-time", "picky")
+            admin.delete_rule("topic-at-run-time", "picky", "$Default")
+            admin.create_rule(
+                "topic-at-run-time", "picky", "red", filter=SqlRuleFilter("color = 'red'")
+            )
+            admin.update_queue(admin.get_queue("faults-duplicates"))  # an update, in place
+            admin.delete_queue("faults-max-2")  # a queue of the config file
+            admin.delete_subscription("faults-topic", "second")
+        send(
+            emu.connection_string, "made-at-run-time", ServiceBusMessage("kept", message_id="kept")
+        )
+
+        emu.kill()
+        emu.restart()
+
+        with administration(emu) as admin:
+            assert admin.get_queue("made-at-run-time").max_delivery_count == 3
+            assert [r.name for r in admin.list_rules("topic-at-run-time", "picky")] == ["red"]
+            assert [s.name for s in admin.list_subscriptions("faults-topic")] == ["first"]
+            names = [q.name for q in admin.list_queues()]
+            assert "faults-max-2" not in names and "faults-duplicates" in names
+        (message,) = receive_all(emu.connection_string, "made-at-run-time", quiet_for=1)
+        assert str(message.message_id) == "kept"
+
+
 # --- a client that vanishes ---------------------------------------------------------------
 
 LOCK_HOLDER = textwrap.dedent(
     """
     import sys, time
     from azure.servicebus import ServiceBusClient
-    with ServiceBusClient.from_connection_string(sys.argv[1], retry_total=0) as sb:
-        with sb.get_queue_receiver("faults", max_wait_time=10) as receiver:
+    connection_string, entity, session_id = sys.argv[1], sys.argv[2], sys.argv[3] or None
+    options = {"session_id": session_id, "max_wait_time": 10}
+    with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as sb:
+        if "/Subscriptions/" in entity:  # topic/Subscriptions/name
+            topic, _, name = entity.split("/")
+            receiver = sb.get_subscription_receiver(topic, name, **options)
+        else:
+            receiver = sb.get_queue_receiver(entity, **options)
+        with receiver:
             (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=10)
-            print(message.sequence_number, flush=True)
+            print(message.sequence_number, message.delivery_count, flush=True)
             time.sleep(600)
     """
 )
 
 
-def test_a_vanished_client_s_message_comes_back_after_the_lock_duration(emulator: Any) -> None:
-    with client(emulator.connection_string) as sb, sb.get_queue_sender("faults") as sender:
-        sender.send_messages(ServiceBusMessage("held"))
-
+@contextlib.contextmanager
+def holding_a_lock(
+    connection_string: str, entity: str, session_id: str = ""
+) -> Iterator[tuple[int, int]]:
+    """A client in another process that received one message of ``entity`` (a queue, or
+    ``topic/Subscriptions/name``) under a peek lock (its own, or
+    its session's) and holds it without settling: yields (sequence number, delivery count),
+    then SIGKILLs the client (no detach, no close: the socket just goes away)."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", LOCK_HOLDER, emulator.connection_string],
+        [sys.executable, "-c", LOCK_HOLDER, connection_string, entity, session_id],
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
-        sequence_number = int(holder.stdout.readline())
-        locked_at = time.monotonic()
+        assert holder.stdout is not None
+        sequence_number, delivery_count = map(int, holder.stdout.readline().split())
+        yield sequence_number, delivery_count
     finally:
-        holder.kill()  # SIGKILL: no detach, no close, the socket just goes away
+        holder.kill()
         holder.wait()
+
+
+def test_a_vanished_client_s_message_comes_back_after_the_lock_duration(emulator: Any) -> None:
+    send(emulator.connection_string, "faults", ServiceBusMessage("held"))
+
+    with holding_a_lock(emulator.connection_string, "faults") as (sequence_number, _):
+        locked_at = time.monotonic()
 
     with client(emulator.connection_string) as sb, sb.get_queue_receiver("faults") as receiver:
         # Still locked by the dead client for now ...
@@ -280,6 +392,88 @@ def test_a_vanished_client_s_message_comes_back_after_the_lock_duration(emulator
         assert again[0].sequence_number == sequence_number
         assert again[0].delivery_count == 1
         receiver.complete_message(again[0])
+
+
+# --- a kill -9 while a message is locked ----------------------------------------------------
+
+
+def kill_while_locked(emu: Any, entity: str, session_id: str = "") -> tuple[int, int]:
+    """SIGKILL the emulator while a client holds one message of ``entity`` under a lock, then
+    restart it (same --data-dir); (sequence number, delivery count) as the client got it."""
+    with holding_a_lock(emu.connection_string, entity, session_id) as held:
+        emu.kill()
+    emu.restart()
+    return held
+
+
+def test_a_message_locked_at_a_kill_is_redelivered_with_its_delivery_counted(
+    tmp_path: Path,
+) -> None:
+    """A restart ends the lock as a lock expiry would: the interrupted delivery counts."""
+    with run_emulator(config(), data_dir=tmp_path) as emu:
+        send(
+            emu.connection_string,
+            "faults",
+            ServiceBusMessage("held at the kill", message_id="held"),
+        )
+
+        sequence_number, first_count = kill_while_locked(emu, "faults")
+
+        with client(emu.connection_string) as sb, sb.get_queue_receiver("faults") as receiver:
+            (again,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            assert again.sequence_number == sequence_number
+            assert (first_count, again.delivery_count) == (0, 1)
+            receiver.complete_message(again)
+
+
+def test_a_message_locked_at_each_kill_is_dead_lettered_at_max_delivery_count(
+    tmp_path: Path,
+) -> None:
+    with run_emulator(config(), data_dir=tmp_path) as emu:
+        send(
+            emu.connection_string,
+            "faults-max-2",
+            ServiceBusMessage("held twice", message_id="twice"),
+        )
+
+        counts = [kill_while_locked(emu, "faults-max-2")[1] for _ in range(MAX_DELIVERY_COUNT)]
+
+        assert counts == [0, 1]
+        assert emu.counts()["faults-max-2"]["active"] == 0
+        with (
+            client(emu.connection_string) as sb,
+            sb.get_queue_receiver("faults-max-2", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dead,
+        ):
+            (letter,) = dead.receive_messages(max_message_count=1, max_wait_time=5)
+            assert str(letter.message_id) == "twice"
+            assert letter.dead_letter_reason == "MaxDeliveryCountExceeded"
+            assert letter.delivery_count == MAX_DELIVERY_COUNT
+            dead.complete_message(letter)
+
+
+def test_a_message_of_a_session_locked_at_a_kill_is_redelivered_with_its_delivery_counted(
+    tmp_path: Path,
+) -> None:
+    session = "held-session"
+    with run_emulator(config(), data_dir=tmp_path) as emu:
+        send(
+            emu.connection_string,
+            "faults-sessions",
+            [ServiceBusMessage(f"s{n}", session_id=session) for n in range(2)],
+        )
+
+        sequence_number, first_count = kill_while_locked(emu, "faults-sessions", session)
+
+        with (
+            client(emu.connection_string) as sb,
+            sb.get_queue_receiver("faults-sessions", session_id=session) as receiver,
+        ):
+            received = receiver.receive_messages(max_message_count=2, max_wait_time=5)
+            assert [m.sequence_number for m in received][:1] == [sequence_number]
+            assert (first_count, received[0].delivery_count) == (0, 1)
+            assert [m.delivery_count for m in received[1:]] == [0]  # never delivered
+            for message in received:
+                receiver.complete_message(message)
 
 
 # --- receivers racing for one session -----------------------------------------------------
@@ -434,6 +628,117 @@ def test_garbage_on_the_port_does_not_disturb_other_connections(emulator: Any) -
             receiver.complete_message(message)
 
 
+# --- hostile requests on the HTTP port ------------------------------------------------------
+
+
+def http_exchange(emu: Any, request: bytes) -> bytes:
+    """Send raw bytes to the HTTP port; what comes back before the server closes."""
+    with socket.create_connection((emu.host, emu.http_port), timeout=10) as sock:
+        sock.sendall(request)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+        return reply
+
+
+HOSTILE_HTTP = {
+    "a malformed request line": (b"NONSENSE\r\n\r\n", b"400"),
+    "a body declared over 1 MiB": (
+        b"PUT /q HTTP/1.1\r\nContent-Length: 2097152\r\nConnection: close\r\n\r\n",
+        b"413",
+    ),
+    "a malformed Content-Length": (
+        b"PUT /q HTTP/1.1\r\nContent-Length: -1\r\nConnection: close\r\n\r\n",
+        b"400",
+    ),
+    "a body that is not XML": (
+        b"PUT /q HTTP/1.1\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+        b"400",
+    ),
+    "an unknown operation": (
+        b"POST /a/b/c/d/e/f HTTP/1.1\r\nConnection: close\r\n\r\n",
+        b"404",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_HTTP))
+def test_a_hostile_http_request_gets_an_error_before_any_change(emulator: Any, name: str) -> None:
+    request, status = HOSTILE_HTTP[name]
+    reply = http_exchange(emulator, request)
+    assert reply.startswith(b"HTTP/1.1 " + status), reply[:200]
+    assert "q" not in emulator.counts()
+    assert emulator.healthy()
+
+
+# --- connection hygiene ---------------------------------------------------------------------
+
+
+def test_the_open_advertises_an_idle_time_out(emulator: Any) -> None:
+    sock, fields = raw_amqp.open_connection_with_fields(emulator.host, emulator.port)
+    with sock:
+        assert fields[4] == 240_000  # ms; the SDKs send empty frames well within it
+
+
+def test_a_connection_silent_past_the_idle_time_out_is_closed() -> None:
+    with run_emulator(config(), idle_timeout=2) as emu:
+        silent, fields = raw_amqp.open_connection_with_fields(emu.host, emu.port)
+        talking, _ = raw_amqp.open_connection_with_fields(emu.host, emu.port)
+        assert fields[4] == 2000
+        with silent, talking:
+            opened = time.monotonic()
+            talking.settimeout(0.3)
+            while time.monotonic() - opened < 5:  # empty frames keep this one open
+                talking.sendall(raw_amqp.frame(b""))
+                with contextlib.suppress(TimeoutError):
+                    talking.recv(65536)
+            replies = []
+            while (incoming := raw_amqp.read_frame(silent)) is not None:
+                replies.append(incoming[2])
+            assert replies and raw_amqp.code_of(replies[-1]) == raw_amqp.CLOSE
+            assert b"amqp:resource-limit-exceeded" in replies[-1]
+            talking.sendall(raw_amqp.frame(b""))
+            assert emu.health()["connections"] == 1  # the talking one
+
+
+def open_file_descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_thousands_of_connections_opened_and_dropped(emulator: Any) -> None:
+    """2,000 connections: half go through SASL and open, half stop in the handshake; every
+    one is dropped without a close. The emulator forgets them all and serves on."""
+    before = open_file_descriptors(emulator.pid)
+
+    async def churn(n: int, limit: asyncio.Semaphore) -> None:
+        async with limit:
+            reader, writer = await asyncio.open_connection(emulator.host, emulator.port)
+            if n % 2:
+                writer.write(raw_amqp.handshake_until_open())
+                await writer.drain()
+                await reader.readexactly(8)  # the SASL header back; the rest may follow
+            else:
+                writer.write(raw_amqp.SASL_HEADER[:5])
+            writer.transport.abort()  # dropped, no close
+
+    async def all_of_them() -> None:
+        limit = asyncio.Semaphore(100)
+        await asyncio.gather(*(churn(n, limit) for n in range(2000)))
+
+    asyncio.run(all_of_them())
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and emulator.health()["connections"] > 0:
+        time.sleep(0.2)
+    assert emulator.health()["connections"] == 0
+    assert open_file_descriptors(emulator.pid) <= before + 5
+    with client(emulator.connection_string) as sb:
+        with sb.get_queue_sender("faults") as sender:
+            sender.send_messages(ServiceBusMessage("after the churn"))
+        assert [b"".join(m.body) for m in receive_all(emulator.connection_string, "faults")] == [
+            b"after the churn"
+        ]
+
+
 # --- protocol: heartbeats and malformed frames on an open connection -----------------------
 
 
@@ -482,5 +787,4 @@ def test_a_malformed_frame_closes_the_connection_with_an_amqp_error(
     assert replies and raw_amqp.code_of(replies[-1]) == raw_amqp.CLOSE
     assert b"\x00\x53\x1d" in replies[-1], replies[-1].hex()
     # The server goes on serving.
-    with client(emulator.connection_string) as sb, sb.get_queue_sender("faults") as sender:
-        sender.send_messages(ServiceBusMessage("still here"))
+    send(emulator.connection_string, "faults", ServiceBusMessage("still here"))

@@ -14,12 +14,9 @@ from .sdk import (
     SHORT_DUPLICATE_WINDOW_SECONDS,
     Bus,
     Queues,
+    Tag,
     body_of,
-    new_tag,
-    peek_tagged,
-    receive_tagged,
     result,
-    tagged,
 )
 
 pytestmark = pytest.mark.integration
@@ -30,16 +27,16 @@ SCHEDULE_AHEAD = datetime.timedelta(seconds=2.5)
 async def test_scheduled_messages_arrive_at_their_time_and_cancelled_ones_never(
     bus: Bus, queues: Queues
 ) -> None:
-    tag = new_tag()
+    tag = Tag()
     due = datetime.datetime.now(datetime.UTC) + SCHEDULE_AHEAD
     async with bus.sender(queues.plain) as sender:
-        (kept,) = await result(sender.schedule_messages(tagged(tag, body="kept"), due))
+        (kept,) = await result(sender.schedule_messages(tag.message(body="kept"), due))
         cancelled = await result(
-            sender.schedule_messages([tagged(tag, body="c1"), tagged(tag, body="c2")], due)
+            sender.schedule_messages([tag.message(body="c1"), tag.message(body="c2")], due)
         )
         # A plain send with a scheduled enqueue time is scheduled too.
         await result(
-            sender.send_messages(tagged(tag, body="via-send", scheduled_enqueue_time_utc=due))
+            sender.send_messages(tag.message(body="via-send", scheduled_enqueue_time_utc=due))
         )
         assert len(cancelled) == 2 and kept < cancelled[0] < cancelled[1]
         await result(sender.cancel_scheduled_messages(cancelled))
@@ -47,7 +44,7 @@ async def test_scheduled_messages_arrive_at_their_time_and_cancelled_ones_never(
     async with bus.receiver(
         queues.plain, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
     ) as receiver:
-        peeked = await peek_tagged(receiver, tag)
+        peeked = await tag.peek(receiver)
         assert sorted(body_of(m) for m in peeked) == [b"kept", b"via-send"]
         assert all(m.state == ServiceBusMessageState.SCHEDULED for m in peeked)
         assert all(
@@ -58,76 +55,64 @@ async def test_scheduled_messages_arrive_at_their_time_and_cancelled_ones_never(
         early = await result(receiver.receive_messages(max_message_count=10, max_wait_time=0.5))
         assert [m for m in early if body_of(m) in (b"kept", b"via-send")] == []
 
-        received = await receive_tagged(receiver, tag, 2, timeout=SCHEDULE_AHEAD.seconds + 4)
+        received = await tag.receive(receiver, 2, timeout=SCHEDULE_AHEAD.seconds + 4)
         assert sorted(body_of(m) for m in received) == [b"kept", b"via-send"]
-        assert await receive_tagged(receiver, tag, 1, timeout=1) == []
+        assert await tag.receive(receiver, 1, timeout=1) == []
         assert all(m.enqueued_time_utc >= due - datetime.timedelta(seconds=1) for m in received)
 
 
 async def test_expired_messages_are_dead_lettered_when_the_queue_says_so(
     bus: Bus, queues: Queues
 ) -> None:
-    tag = new_tag()
+    tag = Tag()
     # conformance-expiring: DefaultMessageTimeToLive PT3S, DeadLetteringOnMessageExpiration.
-    await bus.send(queues.expiring, tagged(tag, body="stale"))
+    await bus.send(queues.expiring, tag.message(body="stale"))
     # conformance-plain keeps no expired messages anywhere.
     await bus.send(
-        queues.plain, tagged(tag, body="gone", time_to_live=datetime.timedelta(seconds=1))
+        queues.plain, tag.message(body="gone", time_to_live=datetime.timedelta(seconds=1))
     )
     await asyncio.sleep(DEFAULT_TTL_SECONDS + 0.5)
 
     async with bus.receiver(queues.expiring, max_wait_time=1) as receiver:
-        assert await receive_tagged(receiver, tag, 1, timeout=1) == []
-    async with bus.receiver(
-        queues.expiring,
-        sub_queue=ServiceBusSubQueue.DEAD_LETTER,
-        receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
-    ) as dead:
-        (dead_letter,) = await receive_tagged(dead, tag, 1)
-        assert body_of(dead_letter) == b"stale"
-        assert dead_letter.dead_letter_reason == "TTLExpiredException"
+        assert await tag.receive(receiver, 1, timeout=1) == []
+    (dead_letter,) = await bus.take(queues.expiring, tag, 1, dead_letters=True)
+    assert body_of(dead_letter) == b"stale"
+    assert dead_letter.dead_letter_reason == "TTLExpiredException"
 
     async with bus.receiver(queues.plain, max_wait_time=1) as receiver:
-        assert await receive_tagged(receiver, tag, 1, timeout=1) == []
+        assert await tag.receive(receiver, 1, timeout=1) == []
     async with bus.receiver(queues.plain, sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dead:
-        assert await peek_tagged(dead, tag) == []
+        assert await tag.peek(dead) == []
 
 
 async def test_duplicate_message_ids_are_dropped_inside_the_window(
     bus: Bus, queues: Queues
 ) -> None:
-    tag = new_tag()
+    tag = Tag()
     async with bus.sender(queues.duplicates) as sender:
-        await result(sender.send_messages(tagged(tag, body="first", message_id=f"order-{tag}")))
-        await result(sender.send_messages(tagged(tag, body="again", message_id=f"order-{tag}")))
+        await result(sender.send_messages(tag.message(body="first", message_id=f"order-{tag}")))
+        await result(sender.send_messages(tag.message(body="again", message_id=f"order-{tag}")))
         await result(
             sender.send_messages(
                 [
-                    tagged(tag, body="in-batch", message_id=f"order-{tag}"),
-                    tagged(tag, body="other", message_id=f"other-{tag}"),
+                    tag.message(body="in-batch", message_id=f"order-{tag}"),
+                    tag.message(body="other", message_id=f"other-{tag}"),
                 ]
             )
         )
 
-    async with bus.receiver(
-        queues.duplicates, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
-    ) as receiver:
-        received = await receive_tagged(receiver, tag, 2)
-        assert [body_of(m) for m in received] == [b"first", b"other"]
-        assert await receive_tagged(receiver, tag, 1, timeout=1) == []
+    received = await bus.take(queues.duplicates, tag, 2, exactly=True)
+    assert [body_of(m) for m in received] == [b"first", b"other"]
 
 
 async def test_queues_without_duplicate_detection_keep_every_copy(bus: Bus, queues: Queues) -> None:
-    tag = new_tag()
+    tag = Tag()
     async with bus.sender(queues.plain) as sender:
         for body in ("one", "two"):
-            await result(sender.send_messages(tagged(tag, body=body, message_id=f"same-{tag}")))
+            await result(sender.send_messages(tag.message(body=body, message_id=f"same-{tag}")))
 
-    async with bus.receiver(
-        queues.plain, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
-    ) as receiver:
-        received = await receive_tagged(receiver, tag, 2)
-        assert [body_of(m) for m in received] == [b"one", b"two"]
+    received = await bus.take(queues.plain, tag, 2)
+    assert [body_of(m) for m in received] == [b"one", b"two"]
 
 
 async def test_a_duplicate_is_accepted_again_once_the_window_has_passed(
@@ -135,19 +120,15 @@ async def test_a_duplicate_is_accepted_again_once_the_window_has_passed(
 ) -> None:
     """DuplicateDetectionHistoryTimeWindow PT20S (the least Service Bus accepts): the same
     message id is dropped inside the window and accepted after it, which starts a new one."""
-    tag = new_tag()
+    tag = Tag()
     message_id = f"order-{tag}"
     async with bus.sender(queues.duplicates_short_window) as sender:
-        await result(sender.send_messages(tagged(tag, body="first", message_id=message_id)))
-        await result(sender.send_messages(tagged(tag, body="inside", message_id=message_id)))
+        await result(sender.send_messages(tag.message(body="first", message_id=message_id)))
+        await result(sender.send_messages(tag.message(body="inside", message_id=message_id)))
         window_over = time.monotonic() + SHORT_DUPLICATE_WINDOW_SECONDS + 2
         await asyncio.sleep(window_over - time.monotonic())
-        await result(sender.send_messages(tagged(tag, body="after", message_id=message_id)))
-        await result(sender.send_messages(tagged(tag, body="after-again", message_id=message_id)))
+        await result(sender.send_messages(tag.message(body="after", message_id=message_id)))
+        await result(sender.send_messages(tag.message(body="after-again", message_id=message_id)))
 
-    async with bus.receiver(
-        queues.duplicates_short_window, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
-    ) as receiver:
-        received = await receive_tagged(receiver, tag, 2)
-        assert [body_of(m) for m in received] == [b"first", b"after"]
-        assert await receive_tagged(receiver, tag, 1, timeout=1) == []
+    received = await bus.take(queues.duplicates_short_window, tag, 2, exactly=True)
+    assert [body_of(m) for m in received] == [b"first", b"after"]

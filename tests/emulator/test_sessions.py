@@ -17,28 +17,18 @@ from azure.servicebus.exceptions import (
     SessionLockLostError,
 )
 
-from .sdk import (
-    SHORT_LOCK_SECONDS,
-    Bus,
-    Queues,
-    body_of,
-    new_tag,
-    opened,
-    receive_tagged,
-    result,
-    tagged,
-)
+from .sdk import SHORT_LOCK_SECONDS, Bus, Queues, Tag, body_of, opened, result
 
 pytestmark = pytest.mark.integration
 
 
-async def send_to_sessions(bus: Bus, queue: str, tag: str, sessions: list[str], per: int) -> None:
+async def send_to_sessions(bus: Bus, queue: str, tag: Tag, sessions: list[str], per: int) -> None:
     """``per`` messages to each session, interleaved across sessions, one send each."""
     async with bus.sender(queue) as sender:
         for n in range(per):
             for session in sessions:
                 await result(
-                    sender.send_messages(tagged(tag, body=f"{session}:{n}", session_id=session))
+                    sender.send_messages(tag.message(body=f"{session}:{n}", session_id=session))
                 )
 
 
@@ -62,7 +52,7 @@ async def next_available(bus: Bus, queue: str, mine: set[str]) -> AsyncIterator[
 
 
 async def test_a_named_session_receiver_gets_its_session_in_order(bus: Bus, queues: Queues) -> None:
-    tag = new_tag()
+    tag = Tag()
     first, second = f"a-{tag}", f"b-{tag}"
     await send_to_sessions(bus, queues.sessions, tag, [first, second], per=5)
 
@@ -70,16 +60,16 @@ async def test_a_named_session_receiver_gets_its_session_in_order(bus: Bus, queu
         async with bus.receiver(queues.sessions, session_id=session) as receiver:
             assert receiver.session.session_id == session
             assert receiver.session.locked_until_utc > datetime.datetime.now(datetime.UTC)
-            received = await receive_tagged(receiver, tag, 5)
+            received = await tag.receive(receiver, 5)
             assert [body_of(m).decode() for m in received] == [f"{session}:{n}" for n in range(5)]
             assert {m.session_id for m in received} == {session}
             for message in received:
                 await result(receiver.complete_message(message))
-            assert await receive_tagged(receiver, tag, 1, timeout=1) == []
+            assert await tag.receive(receiver, 1, timeout=1) == []
 
 
 async def test_next_available_locks_a_session_with_messages(bus: Bus, queues: Queues) -> None:
-    tag = new_tag()
+    tag = Tag()
     sessions = [f"n{i}-{tag}" for i in range(2)]
     await send_to_sessions(bus, queues.sessions, tag, sessions, per=3)
 
@@ -87,7 +77,7 @@ async def test_next_available_locks_a_session_with_messages(bus: Bus, queues: Qu
     for _ in sessions:
         async with next_available(bus, queues.sessions, set(sessions) - set(seen)) as receiver:
             session = receiver.session.session_id
-            received = await receive_tagged(receiver, tag, 3)
+            received = await tag.receive(receiver, 3)
             assert [body_of(m).decode() for m in received] == [f"{session}:{n}" for n in range(3)]
             for message in received:
                 await result(receiver.complete_message(message))
@@ -106,7 +96,7 @@ async def test_next_available_times_out_when_no_session_has_messages(
 
 
 async def test_session_state_is_set_read_and_cleared(bus: Bus, queues: Queues) -> None:
-    session = f"state-{new_tag()}"
+    session = f"state-{Tag()}"
     async with bus.receiver(queues.sessions, session_id=session) as receiver:
         assert await result(receiver.session.get_state()) is None
         await result(receiver.session.set_state(b'{"step": 2}'))
@@ -120,7 +110,7 @@ async def test_session_state_is_set_read_and_cleared(bus: Bus, queues: Queues) -
 
 
 async def test_list_sessions_shows_sessions_with_messages(bus: Bus, queues: Queues) -> None:
-    tag = new_tag()
+    tag = Tag()
     sessions = [f"l{i}-{tag}" for i in range(2)]
     async with opened(bus.client()) as client:
         if not hasattr(client, "list_queue_sessions"):
@@ -138,15 +128,15 @@ async def test_list_sessions_shows_sessions_with_messages(bus: Bus, queues: Queu
 
 
 async def test_a_session_locked_elsewhere_cannot_be_locked(bus: Bus, queues: Queues) -> None:
-    tag = new_tag()
+    tag = Tag()
     session = f"busy-{tag}"
-    await bus.send(queues.sessions, tagged(tag, session_id=session))
+    await bus.send(queues.sessions, tag.message(session_id=session))
 
     async with bus.receiver(queues.sessions, session_id=session) as holder:
         with pytest.raises(SessionCannotBeLockedError):
             async with bus.receiver(queues.sessions, session_id=session) as other:
                 await result(other.receive_messages(max_wait_time=1))
-        (message,) = await receive_tagged(holder, tag, 1)
+        (message,) = await tag.receive(holder, 1)
         await result(holder.complete_message(message))
 
     # Released with the link that held it.
@@ -158,13 +148,13 @@ async def test_a_session_lock_lasts_while_renewed_and_is_lost_when_not(
     bus: Bus, queues: Queues
 ) -> None:
     """conformance-sessions-short-lock: LockDuration PT5S."""
-    tag = new_tag()
+    tag = Tag()
     session = f"lock-{tag}"
     await send_to_sessions(bus, queues.sessions_short_lock, tag, [session], per=2)
 
     async with bus.receiver(queues.sessions_short_lock, session_id=session) as receiver:
         first_lock = receiver.session.locked_until_utc
-        (first,) = await receive_tagged(receiver, tag, 1)
+        (first,) = await tag.receive(receiver, 1)
         await asyncio.sleep(SHORT_LOCK_SECONDS * 0.6)
         renewed = await result(receiver.session.renew_lock())
         assert renewed > first_lock
@@ -172,28 +162,28 @@ async def test_a_session_lock_lasts_while_renewed_and_is_lost_when_not(
         await asyncio.sleep(SHORT_LOCK_SECONDS * 0.5)  # past the first lock
         await result(receiver.complete_message(first))
 
-        (second,) = await receive_tagged(receiver, tag, 1)
+        (second,) = await tag.receive(receiver, 1)
         await asyncio.sleep(SHORT_LOCK_SECONDS + 0.5)  # no renewal this time
         with pytest.raises(SessionLockLostError):
             await result(receiver.complete_message(second))
 
     # Someone else may take the session now; the unsettled message comes back to them.
     async with bus.receiver(queues.sessions_short_lock, session_id=session) as receiver:
-        (again,) = await receive_tagged(receiver, tag, 1)
+        (again,) = await tag.receive(receiver, 1)
         assert again.sequence_number == second.sequence_number
         assert again.delivery_count == 1
         await result(receiver.complete_message(again))
 
 
 async def test_an_abandoned_session_message_comes_back_first(bus: Bus, queues: Queues) -> None:
-    tag = new_tag()
+    tag = Tag()
     session = f"abandon-{tag}"
     await send_to_sessions(bus, queues.sessions, tag, [session], per=3)
 
     async with bus.receiver(queues.sessions, session_id=session) as receiver:
-        (first,) = await receive_tagged(receiver, tag, 1)
+        (first,) = await tag.receive(receiver, 1)
         await result(receiver.abandon_message(first))
-        received = await receive_tagged(receiver, tag, 3)
+        received = await tag.receive(receiver, 3)
         assert [body_of(m).decode() for m in received] == [f"{session}:{n}" for n in range(3)]
         assert [m.delivery_count for m in received] == [1, 0, 0]
         for message in received:
@@ -205,18 +195,18 @@ async def test_dead_letters_of_a_session_queue_are_read_without_a_session(
 ) -> None:
     """The dead-letter queue of a session queue is not session-enabled; the session id stays
     on the message (the app's dead-letter archive relies on both)."""
-    tag = new_tag()
+    tag = Tag()
     session = f"dead-{tag}"
-    await bus.send(queues.sessions, tagged(tag, body="poison", session_id=session))
+    await bus.send(queues.sessions, tag.message(body="poison", session_id=session))
 
     async with bus.receiver(queues.sessions, session_id=session) as receiver:
-        (message,) = await receive_tagged(receiver, tag, 1)
+        (message,) = await tag.receive(receiver, 1)
         await result(
             receiver.dead_letter_message(message, reason="Poison", error_description="step 2")
         )
 
     async with bus.receiver(queues.sessions, sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dead:
-        (dead_letter,) = await receive_tagged(dead, tag, 1)
+        (dead_letter,) = await tag.receive(dead, 1)
         assert dead_letter.session_id == session
         assert dead_letter.dead_letter_reason == "Poison"
         assert dead_letter.dead_letter_error_description == "step 2"
@@ -224,7 +214,7 @@ async def test_dead_letters_of_a_session_queue_are_read_without_a_session(
 
 
 async def test_next_available_waits_for_a_session_that_shows_up(bus: Bus, queues: Queues) -> None:
-    tag = new_tag()
+    tag = Tag()
     session = f"late-{tag}"
 
     async def send_later() -> None:
@@ -234,7 +224,7 @@ async def test_next_available_waits_for_a_session_that_shows_up(bus: Bus, queues
             AsyncServiceBusClient.from_connection_string(bus.connection_string) as client,
             client.get_queue_sender(queues.sessions_idle) as sender,
         ):
-            await sender.send_messages(tagged(tag, body="late", session_id=session))
+            await sender.send_messages(tag.message(body="late", session_id=session))
 
     sending = asyncio.create_task(send_later())
     try:
@@ -271,7 +261,7 @@ async def test_next_available_waits_for_a_session_that_shows_up(bus: Bus, queues
 async def test_a_session_receiver_peeks_and_defers_within_its_session(
     bus: Bus, queues: Queues
 ) -> None:
-    tag = new_tag()
+    tag = Tag()
     mine, other = f"peek-{tag}", f"other-{tag}"
     await send_to_sessions(bus, queues.sessions, tag, [mine, other], per=2)
 
@@ -279,7 +269,7 @@ async def test_a_session_receiver_peeks_and_defers_within_its_session(
         peeked = await result(receiver.peek_messages(max_message_count=10))
         assert [body_of(m).decode() for m in peeked] == [f"{mine}:0", f"{mine}:1"]
 
-        first, second = await receive_tagged(receiver, tag, 2)
+        first, second = await tag.receive(receiver, 2)
         await result(receiver.defer_message(first))
         await result(receiver.complete_message(second))
         (deferred,) = await result(receiver.receive_deferred_messages([first.sequence_number]))
@@ -291,14 +281,14 @@ async def test_a_session_receiver_peeks_and_defers_within_its_session(
 
 
 async def test_a_scheduled_message_arrives_in_its_session(bus: Bus, queues: Queues) -> None:
-    tag = new_tag()
+    tag = Tag()
     session = f"scheduled-{tag}"
     due = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1.5)
     async with bus.sender(queues.sessions) as sender:
-        await result(sender.schedule_messages(tagged(tag, body="s", session_id=session), due))
+        await result(sender.schedule_messages(tag.message(body="s", session_id=session), due))
 
     async with bus.receiver(queues.sessions, session_id=session) as receiver:
-        (message,) = await receive_tagged(receiver, tag, 1, timeout=6)
+        (message,) = await tag.receive(receiver, 1, timeout=6)
         assert message.session_id == session
         assert message.enqueued_time_utc >= due - datetime.timedelta(seconds=1)
         await result(receiver.complete_message(message))

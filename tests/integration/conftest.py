@@ -65,6 +65,7 @@ class SmtpInbox:
     host: str
     port: int
     messages: list[EmailMessage] = field(default_factory=list)
+    raw: list[bytes] = field(default_factory=list)  # each message as it came over the wire
     envelopes: list[tuple[str, list[str]]] = field(default_factory=list)
     # Recipients the server answers RCPT TO for with this reply instead of 250, e.g.
     # {"gone@example.com": "550 5.1.1 No such user"}: how a real server refuses.
@@ -85,12 +86,14 @@ class SmtpInbox:
         assert isinstance(message, EmailMessage)
         with self._lock:
             self.messages.append(message)
+            self.raw.append(envelope.original_content)
             self.envelopes.append((envelope.mail_from, list(envelope.rcpt_tos)))
         return "250 Message accepted for delivery"
 
     def clear(self) -> None:
         with self._lock:
             self.messages.clear()
+            self.raw.clear()
             self.envelopes.clear()
             self.rcpt_replies.clear()
 

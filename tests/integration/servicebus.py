@@ -18,9 +18,8 @@ from azure.servicebus import (
 )
 
 from localdev.host.settlement import HeldMessage, HeldSession, SettlementServer
-from shared.adapters.servicebus_dead_letters import message_body
 from shared.adapters.servicebus_sender import to_service_bus_message
-from shared.domain.envelope import TaskMessage
+from shared.domain.envelope import TaskMessage, body_bytes, plain_properties
 from shared.entrypoints.servicebus_actions import FunctionSessionActions, incoming_message
 from shared.service_layer.ports import SessionActions
 from shared.service_layer.processor import Result, SessionProcessor
@@ -48,11 +47,8 @@ def received(message: ServiceBusReceivedMessage) -> Received:
         message_id=message.message_id,
         session_id=message.session_id,
         sequence_number=message.sequence_number,
-        body=message_body(message),
-        application_properties={
-            (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-            for k, v in (message.application_properties or {}).items()
-        },
+        body=body_bytes(message.body),
+        application_properties=plain_properties(message.application_properties),
         delivery_count=message.delivery_count,
     )
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from functools import partial
 from pathlib import Path
@@ -41,17 +41,13 @@ from shared.domain.archive import (
     SessionNotArchived,
     replay_session_id,
 )
-from shared.domain.envelope import parse_task_message
+from shared.domain.envelope import TaskMessage, parse_task_message
 from shared.domain.pipelines import IMPORT_PRODUCT, PRODUCT_IMPORT, import_message
 from shared.domain.products import Product
 from shared.domain.session_state import decode_session_state
-from shared.entrypoints.dead_letters import (
-    get_failed_session,
-    get_replay,
-    replay_failed_session,
-    replay_requests,
-    request_replay,
-)
+from shared.entrypoints.failed_sessions_http import get_failed_session, replay_failed_session
+from shared.entrypoints.imports_http import get_import
+from shared.entrypoints.replays import get_replay, replay_requests, request_replay
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.import_tasks import import_product
 from shared.service_layer.orders import submit_order
@@ -123,7 +119,7 @@ def make_container(app_environ: dict[str, str]) -> Iterator[Callable[..., Contai
     yield make
     use_container(None)
     for container in made:
-        if "_service_bus" in container.__dict__:
+        if container.built("_service_bus"):
             container._service_bus.close()
 
 
@@ -472,7 +468,9 @@ def test_bulk_replay_through_the_storage_queue_replays_every_matching_session(
     use_container(container)
     payment_failures = [unique("pay") for _ in range(3)]
     unknown_sku = unique("sku")
-    sessions = {sid: tasks(unique("job"), 5) for sid in [*payment_failures, unknown_sku]}
+    sessions: dict[str, Sequence[TaskMessage]] = {
+        sid: tasks(unique("job"), 5) for sid in [*payment_failures, unknown_sku]
+    }
     send_interleaved(servicebus_client, session_queue, sessions)
     for sid in payment_failures:
         dead_letter_session(
@@ -620,21 +618,25 @@ def test_an_import_session_with_bad_rows_is_replayed_without_force_and_closes_it
     summary = container.archive.get_summary(sid)
     assert (summary.message_count, summary.has_last) == (2, False)  # row 10 was imported
 
-    accepted = _document(
-        replay_failed_session(
-            _http(
-                "POST",
-                f"failed-sessions/{sid}/replay",
-                route_params={"session_id": sid},
-                headers={"Idempotency-Key": "catalog-is-back"},
-            )
-        ),
-        202,
+    response = replay_failed_session(
+        _http(
+            "POST",
+            f"failed-sessions/{sid}/replay",
+            route_params={"session_id": sid},
+            headers={"Idempotency-Key": "catalog-is-back"},
+        )
     )
+    accepted = _document(response, 202)
 
     new_session = replay_session_id(sid, "catalog-is-back")
     assert accepted["new_session_id"] == new_session
     rows = container.archive.list_session(sid)
+    # The replayed rows are the import job's: its status is where to follow them.
+    job = rows[0].job_id
+    assert job is not None
+    assert (
+        response.headers["Location"] == f"http://localhost:7071/api/imports/{quote(job, safe='')}"
+    )
     with servicebus_client.get_queue_receiver(session_queue, session_id=new_session) as receiver:
         sent = [received(m) for m in receiver.peek_messages(max_message_count=10)]
     assert [parse_task_message(m.body).step for m in sent] == [3, 7]
@@ -654,6 +656,8 @@ def test_an_import_session_with_bad_rows_is_replayed_without_force_and_closes_it
     assert container.archive.get_summary(sid).status == "replayed"
     counts = servicebus_emulator.counts(session_queue)
     assert (counts["active"], counts["dead_lettered"]) == (0, 0)
+    followed = get_import(_http("GET", f"imports/{job}", route_params={"job_id": job}))
+    assert _document(followed, 200)["job_id"] == job
 
 
 def test_bulk_replay_by_reason_replays_an_import_session(
@@ -774,7 +778,8 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
     assert [r.outcome for r in resumed] == [Outcome.COMPLETED] * 3  # type: ignore[union-attr]
     [email] = smtp_inbox.messages
     assert email["Subject"] == f"Your receipt for order {order_number}"
-    assert f"We charged {total} EUR" in email.get_body(preferencelist=("plain",)).get_content()
+    body = email.get_body(preferencelist=("plain",))
+    assert body is not None and f"We charged {total} EUR" in body.get_content()
     [attachment] = list(email.iter_attachments())
     assert attachment.get_filename() == f"{order_number}.pdf"
     charges = TableSimulatedPaymentGateway(

@@ -16,7 +16,7 @@ from shared.adapters.table_import_progress import TableImportProgress
 from shared.adapters.table_products import TableProductCatalog
 from shared.domain.pipelines import PRODUCT_IMPORT, import_message
 from shared.service_layer.import_tasks import import_tasks
-from shared.service_layer.imports import import_progress_observer
+from shared.service_layer.observers import import_progress_observer
 from shared.service_layer.processor import FailurePolicy, Outcome, RetryPolicy, SessionProcessor
 
 from .servicebus import SessionRunner, send_raw

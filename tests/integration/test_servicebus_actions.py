@@ -193,4 +193,8 @@ def test_the_processor_sees_application_properties_as_they_were_sent(
         "step": 1,
         "is_last": True,
     }
-    assert (incoming.session_id, incoming.message_id, incoming.attempt) == ("s-props", "j-p:1", 1)
+    assert (incoming.session_id, incoming.message_id, incoming.delivery_count) == (
+        "s-props",
+        "j-p:1",
+        0,
+    )

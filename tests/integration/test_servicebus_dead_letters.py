@@ -16,6 +16,7 @@ from shared.adapters.servicebus_dead_letters import (
     ServiceBusSessionSeeder,
 )
 from shared.domain.envelope import parse_task_message
+from shared.domain.errors import SessionTooLarge
 from shared.service_layer.ports import OutgoingMessage
 
 from .conftest import POOL_LOCK_SECONDS, ServiceBusEmulator
@@ -121,8 +122,10 @@ def test_a_single_message_too_large_for_the_queue_is_refused(
 ) -> None:
     huge = OutgoingMessage(body=b"x" * (2 * 1024 * 1024), message_id="huge")
 
-    with pytest.raises(MessageSizeExceededError):
+    with pytest.raises(SessionTooLarge) as refused:
         ServiceBusResender(servicebus_client).resend(session_queue, "too-big", [huge])
+
+    assert isinstance(refused.value.__cause__, MessageSizeExceededError)
 
     assert receive_session(servicebus_client, session_queue, "too-big") == []
 

@@ -126,3 +126,14 @@ def test_concurrent_charges_with_one_key_make_one_charge(table: TableClient) -> 
 
     assert len(set(charges)) == 1
     assert gateway.list_charges() == [charges[0]]
+
+
+def test_find_returns_the_charge_made_under_a_key_or_none(table: TableClient) -> None:
+    gateway = TableSimulatedPaymentGateway(table)
+    assert gateway.find("job/1:payment") is None
+
+    charge = gateway.charge(
+        idempotency_key="job/1:payment", card_token="tok", amount=Decimal("9.95"), currency="EUR"
+    )
+
+    assert gateway.find("job/1:payment") == charge

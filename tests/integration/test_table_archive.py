@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import os
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
 
 import pytest
 from azure.data.tables import TableClient, TableServiceClient
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from shared.adapters.table_archive import (
-    TableDeadLetterArchive,
-    TableReplayRequests,
-    session_id_of,
-    session_key,
+from shared.adapters.table_archive import TableDeadLetterArchive
+from shared.adapters.table_keys import table_key, value_of_table_key
+from shared.adapters.table_replay_requests import TableReplayRequests
+from shared.domain.archive import (
+    ArchivedMessage,
+    FailedSession,
+    FailureRecord,
+    ReplayClaim,
+    SessionNotArchived,
+    SummaryFilter,
 )
-from shared.domain.archive import ArchivedMessage, FailedSession, FailureRecord, SessionNotArchived
+from shared.domain.errors import InvalidInput
 from shared.domain.replays import ReplayRequest, ReplayRequestNotFound
 
 pytestmark = pytest.mark.integration
@@ -104,7 +113,7 @@ def test_hostile_session_ids_are_valid_keys_that_map_back_exactly(
     archive: TableDeadLetterArchive, name: str
 ) -> None:
     session_id = HOSTILE_SESSION_IDS[name]
-    assert session_id_of(session_key(session_id)) == session_id
+    assert value_of_table_key(table_key(session_id)) == session_id
 
     archive.save([row(session_id, 7), row(session_id, 3)])
 
@@ -200,7 +209,7 @@ def test_failure_records_and_summaries_share_a_row_and_filter_and_page(
         ),
     )
     # A record alone (dead letters not archived yet) is not a listed failed session.
-    assert archive.list_summaries().items == []
+    assert archive.list_summaries(SummaryFilter()).items == []
     for n in range(7):
         archive.save_summary(
             summary(f"x/{n}", task="ProcessPayment", reason="PaymentProviderUnavailable")
@@ -217,7 +226,7 @@ def test_failure_records_and_summaries_share_a_row_and_filter_and_page(
     seen, token, pages = [], None, 0
     while True:
         page = archive.list_summaries(
-            reason="PaymentProviderUnavailable", page_size=3, continuation=token
+            SummaryFilter(reason="PaymentProviderUnavailable"), page_size=3, continuation=token
         )
         seen += [s.session_id for s in page.items]
         pages += 1
@@ -225,10 +234,10 @@ def test_failure_records_and_summaries_share_a_row_and_filter_and_page(
         if not token:
             break
     assert sorted(seen) == [f"x/{n}" for n in range(7)] and pages >= 3
-    only = archive.list_summaries(task="CalculateTotal", status="failed")
+    only = archive.list_summaries(SummaryFilter(task="CalculateTotal", status="failed"))
     assert [s.session_id for s in only.items] == ["y"]
-    with pytest.raises(ValueError, match="continuation"):
-        archive.list_summaries(continuation="not-a-token!")
+    with pytest.raises(InvalidInput, match="continuation"):
+        archive.list_summaries(SummaryFilter(), continuation="not-a-token!")
 
 
 def test_replay_requests_round_trip(table: TableClient) -> None:
@@ -250,3 +259,92 @@ def test_replay_requests_round_trip(table: TableClient) -> None:
     )
     store.save(request)
     assert store.get("r-1") == request
+
+
+# -- replay claims: the summary row's ETag decides -------------------------------------------------
+
+
+class ReadThenLetOtherWrite:
+    """The summary table, except that right after this archive first reads the row, ``other``
+    runs: the interleaving where a claim lands between another claimer's read and write."""
+
+    def __init__(self, table: TableClient, other: Callable[[], object]) -> None:
+        self._table, self._other = table, other
+
+    def get_entity(self, *args: Any, **kwargs: Any) -> Any:
+        entity = self._table.get_entity(*args, **kwargs)
+        other, self._other = self._other, lambda: None
+        other()
+        return entity
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._table, name)
+
+
+def claim(key: str) -> ReplayClaim:
+    return ReplayClaim(key, f"replay-of-{key}", "2026-11-23T09:10:00+00:00")
+
+
+def test_a_claim_is_recorded_once_and_every_later_claim_gets_it_back(
+    archive: TableDeadLetterArchive,
+) -> None:
+    archive.save_summary(summary("c/1", task="ProcessPayment", reason="R"))
+
+    assert archive.claim_replay("c/1", claim("key-1")) == claim("key-1")
+    assert archive.claim_replay("c/1", claim("key-2")) == claim("key-1")
+    # The archive run refreshes the summary by merging its own columns: the claim stays.
+    archive.save_summary(summary("c/1", task="ProcessPayment", reason="R"))
+    assert archive.get_summary("c/1").claim == claim("key-1")
+
+
+def test_a_claim_written_between_another_claims_read_and_write_wins_by_its_etag(
+    archive_tables: tuple[CountingTable, TableClient, ContainerClient],
+) -> None:
+    rows, sessions, bodies = archive_tables
+    winner = TableDeadLetterArchive(rows, sessions, bodies)  # type: ignore[arg-type]
+    winner.save_summary(summary("c/2", task="ProcessPayment", reason="R"))
+    won: list[ReplayClaim] = []
+    racing = ReadThenLetOtherWrite(
+        sessions, lambda: won.append(winner.claim_replay("c/2", claim("key-1")))
+    )
+    loser = TableDeadLetterArchive(rows, racing, bodies)  # type: ignore[arg-type]
+
+    held = loser.claim_replay("c/2", claim("key-2"))
+
+    assert won == [claim("key-1")] and held == claim("key-1")
+    assert winner.get_summary("c/2").claim == claim("key-1")
+
+
+def test_ten_concurrent_claims_record_one(archive: TableDeadLetterArchive) -> None:
+    archive.save_summary(summary("c/3", task="ProcessPayment", reason="R"))
+    start = threading.Barrier(10)
+
+    def attempt(n: int) -> ReplayClaim:
+        start.wait()
+        return archive.claim_replay("c/3", claim(f"key-{n}"))
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        held = set(pool.map(attempt, range(10)))
+
+    assert len(held) == 1 and held == {archive.get_summary("c/3").claim}
+
+
+def test_a_session_without_a_summary_cannot_be_claimed(archive: TableDeadLetterArchive) -> None:
+    with pytest.raises(SessionNotArchived):
+        archive.claim_replay("nope", claim("key-1"))
+
+
+def test_a_session_replayed_before_claims_were_recorded_is_held_by_that_replay(
+    archive: TableDeadLetterArchive,
+) -> None:
+    replayed = replace(
+        summary("c/4", task="ProcessPayment", reason="R", status="replayed"),
+        replayed_session_id="replay-old",
+        replay_key="old-key",
+        replayed_at="then",
+    )
+    archive.save_summary(replayed)
+
+    assert archive.claim_replay("c/4", claim("key-1")) == ReplayClaim(
+        "old-key", "replay-old", "then"
+    )

@@ -56,3 +56,14 @@ def test_concurrent_calls_for_the_same_job_agree_on_one_number(table: TableClien
     assert all(len(found) == 1 for found in by_job.values())
     # No number was burnt by the losers of a race: the five jobs hold 1..5.
     assert sorted(int(found.pop()[4:]) for found in by_job.values()) == [1, 2, 3, 4, 5]
+
+
+def test_find_reads_a_jobs_number_without_allocating_one(table: TableClient) -> None:
+    numbers = TableOrderNumbers(table)
+    assert numbers.find("job/1") is None
+
+    allocated = numbers.allocate("job/1")
+
+    assert numbers.find("job/1") == allocated
+    assert numbers.find("job/2") is None
+    assert numbers.allocate("job/2") == "ORD-00000002"  # find took no number

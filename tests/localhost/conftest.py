@@ -33,7 +33,12 @@ def sample_app() -> ModuleType:
 
 # Queues of the emulator config: one per test that needs a clean one.
 LOCK_DURATION_SECONDS = 2
+# The real app's queues (test_app_sessions.py), as its PURCHASE_ and IMPORT_QUEUE_NAME.
+APP_PURCHASE_QUEUE = "app-purchase-tasks"
+APP_IMPORT_QUEUE = "app-product-import-tasks"
 SESSION_QUEUES = (
+    APP_PURCHASE_QUEUE,
+    APP_IMPORT_QUEUE,
     "sessions-concurrency",
     "sessions-order",
     "sessions-renewal",
@@ -45,6 +50,9 @@ SESSION_QUEUES = (
     "sessions-no-renewal",
     "sessions-release",
     "sessions-no-release",
+    "sessions-release-in-turn",
+    "sessions-release-frees-slot",
+    "sessions-outlast-drain",
     "sessions-fields",
 )
 PLAIN_QUEUES = (
@@ -61,7 +69,13 @@ PLAIN_QUEUES = (
 # Queues whose lock outlasts the test's checks, so that only the host lets go of a session;
 # plain-manual's lock is long enough for automatic renewal to keep it (renewals come 0.75 x
 # the lock before expiry), so only the host stopping renewal lets the message come back.
-LONG_LOCK_SECONDS = {"sessions-release": 20, "sessions-no-release": 20, "plain-manual": 6}
+LONG_LOCK_SECONDS = {
+    "sessions-release": 20,
+    "sessions-no-release": 20,
+    "plain-manual": 6,
+    APP_PURCHASE_QUEUE: 60,  # the app's own lock duration (infra/local/config.json)
+    APP_IMPORT_QUEUE: 60,
+}
 
 FAST_HOST_JSON: dict[str, Any] = {
     "version": "2.0",

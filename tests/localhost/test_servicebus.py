@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -31,6 +33,16 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def client(servicebus_connection_string: str) -> Iterator[ServiceBusClient]:
     with ServiceBusClient.from_connection_string(servicebus_connection_string) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def quick_client(servicebus_connection_string: str) -> Iterator[ServiceBusClient]:
+    """Without retries: the SDK takes "no session within max_wait_time" for a transient error
+    and tries 3 more times with backoff (~19 s for a 1 s wait in no_session_has_messages)."""
+    with ServiceBusClient.from_connection_string(
+        servicebus_connection_string, retry_total=0
+    ) as client:
         yield client
 
 
@@ -460,3 +472,203 @@ def test_automatic_renewal_stops_at_max_auto_lock_renewal_duration(
     # Renewed for 4 s (without renewal it would be back after the 2 s lock), then lost
     # while the first invocation was still running.
     assert 4 - 0.5 <= second["started"] - first["started"] < first["at"] - first["started"]
+
+
+# -- released sessions free their slot at once -------------------------------------------------
+
+# Far longer than any of these tests may take: a session the host kept until it was idle for
+# this long would make the test time out instead.
+LONG_IDLE = "00:01:00"
+WELL_INSIDE_LONG_IDLE = 30
+
+
+def spans_by_session(calls: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """(first invocation's start, last invocation's end) of each session."""
+    spans: dict[str, tuple[float, float]] = {}
+    for call in calls:
+        start, end = spans.get(call["session_id"], (call["started"], call["at"]))
+        spans[call["session_id"]] = (min(start, call["started"]), max(end, call["at"]))
+    return spans
+
+
+def test_released_sessions_complete_one_after_the_other_well_inside_the_idle_timeout(
+    start: Callable[..., LocalHost],
+    client: ServiceBusClient,
+    quick_client: ServiceBusClient,
+    seen: Any,
+) -> None:
+    """One session slot, sessionIdleTimeout 60 s, two sessions whose function releases the
+    session with its last message: the second session is taken as soon as the first is
+    released, so both are done well before one idle timeout could have run out. Without the
+    release (or with the host ignoring it) the slot would wait 60 s for more of the first
+    session, and the test would time out."""
+    queue = "sessions-release-in-turn"
+    for session in ("first", "second"):
+        send(
+            client,
+            queue,
+            {"n": 0},
+            {"n": 1},
+            {"n": 2, "release": True},
+            session_id=session,
+        )
+    start("session_tasks", queue, maxConcurrentSessions=1, sessionIdleTimeout=LONG_IDLE)
+    calls = wait_for(
+        lambda: len(seen.of("session_tasks")) == 6 and seen.of("session_tasks"),
+        timeout=WELL_INSIDE_LONG_IDLE,
+        what="both sessions, each released after its last message",
+    )
+    earlier, later = sorted(spans_by_session(calls).values())
+    assert earlier[1] <= later[0], "two sessions were held at once with maxConcurrentSessions 1"
+    for session in ("first", "second"):
+        ordered = sorted(
+            (c for c in calls if c["session_id"] == session), key=lambda c: c["started"]
+        )
+        assert [c["sequence"] for c in ordered] == [0, 1, 2]
+    wait_for(lambda: no_session_has_messages(quick_client, queue), what="every message completed")
+
+
+def test_a_released_session_frees_its_slot_for_a_waiting_one_within_max_concurrent_sessions(
+    start: Callable[..., LocalHost],
+    client: ServiceBusClient,
+    quick_client: ServiceBusClient,
+    seen: Any,
+) -> None:
+    """Six sessions wait for two slots; each releases its session after its third message. The
+    slots take the waiting sessions as the earlier ones are released (well inside the 60 s idle
+    timeout), and never hold more than two sessions at once: from a session's first invocation
+    to its last, at most one other session is between its own first and last."""
+    queue = "sessions-release-frees-slot"
+    sessions = [f"s{n}" for n in range(6)]
+    for session in sessions:
+        send(
+            client,
+            queue,
+            {"n": 0, "sleep": 0.1},
+            {"n": 1, "sleep": 0.1},
+            {"n": 2, "sleep": 0.1, "release": True},
+            session_id=session,
+        )
+    start("session_tasks", queue, maxConcurrentSessions=2, sessionIdleTimeout=LONG_IDLE)
+    calls = wait_for(
+        lambda: len(seen.of("session_tasks")) == 18 and seen.of("session_tasks"),
+        timeout=WELL_INSIDE_LONG_IDLE,
+        what="six sessions through two slots, each released after its last message",
+    )
+    spans = spans_by_session(calls)
+    assert sorted(spans) == sessions
+    # Sessions held at once: +1 at a session's first start, -1 after its last end.
+    events = sorted(
+        [(start, 1) for start, _ in spans.values()] + [(end, -1) for _, end in spans.values()],
+        key=lambda event: (event[0], event[1]),
+    )
+    held = list(itertools.accumulate(change for _, change in events))
+    assert max(held) == 2, f"sessions held at once: {held}"
+    assert seen.max_in_flight == 2
+    wait_for(lambda: no_session_has_messages(quick_client, queue), what="every message completed")
+
+
+# -- the broker going away ---------------------------------------------------------------------
+
+
+def test_a_lost_broker_is_logged_once_and_a_stop_while_it_is_gone_is_quiet(
+    seen: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The emulator (its own, on a fixed port) dies under a host whose four session slots are
+    waiting for sessions. An outage that lasts is logged once for the trigger, not once per
+    slot and retry; when the emulator is back the host says so and takes sessions again. Then
+    it dies again and the host is stopped as soon as it notices, as on Ctrl-C in ``make up``
+    (where the emulator gets the signal too): nothing is logged above debug."""
+    from localdev.servicebus_emulator.testing import run_emulator
+
+    from .conftest import SAMPLE_APP, emulator_config
+
+    caplog.set_level(logging.DEBUG, logger="localdev.host")
+
+    def records(level: int, text: str) -> list[logging.LogRecord]:
+        return [
+            r
+            for r in caplog.records
+            if r.name == "localdev.host" and r.levelno == level and text in r.getMessage()
+        ]
+
+    def loud() -> list[str]:
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if r.name == "localdev.host" and r.levelno >= logging.WARNING
+        ]
+
+    with run_emulator(emulator_config()) as emulator:
+        settings = {
+            "SESSION_QUEUE": "sessions-order",
+            "ServiceBusConnection": emulator.connection_string,
+        }
+        host = LocalHost(
+            SAMPLE_APP, settings, host_json(maxConcurrentSessions=4), functions=["session_tasks"]
+        ).start()
+        try:
+            emulator.kill()
+            wait_for(lambda: loud(), timeout=20, what="the outage logged")
+            # Every slot keeps retrying each second while the emulator restarts.
+            emulator.start()
+            with ServiceBusClient.from_connection_string(emulator.connection_string) as again:
+                send(again, "sessions-order", {"n": 0}, session_id="after")
+            wait_for(lambda: seen.of("session_tasks"), timeout=20, what="a session after")
+            assert len(records(logging.DEBUG, "unreachable")) > 4, "a retry of every slot"
+            (warning,) = loud()
+            assert "unreachable" in warning
+            assert records(logging.INFO, "reachable again")
+
+            caplog.clear()
+            emulator.kill()
+            wait_for(
+                lambda: records(logging.DEBUG, "unreachable"),
+                timeout=20,
+                what="the host noticing",
+            )
+        finally:
+            host.stop()
+        assert loud() == []
+
+
+def test_an_invocation_that_outlasts_the_stop_ends_without_an_error_in_a_host_thread(
+    servicebus_connection_string: str,
+    client: ServiceBusClient,
+    seen: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The host stops after its drain timeout (0.5 s) while a function still runs (3 s): the
+    receivers are closed under it. When the function returns, the host's completion fails with
+    a warning that says why, and no host thread dies of an exception."""
+    from .conftest import SAMPLE_APP
+
+    crashes: list[str] = []
+    monkeypatch.setattr(
+        threading, "excepthook", lambda args: crashes.append(f"{args.exc_type}: {args.exc_value}")
+    )
+    queue = "sessions-outlast-drain"
+    send(client, queue, {"n": 0, "sleep": 3}, session_id="slow")
+    host = LocalHost(
+        SAMPLE_APP,
+        {"SESSION_QUEUE": queue, "ServiceBusConnection": servicebus_connection_string},
+        host_json(),
+        functions=["session_tasks"],
+        drain_timeout=0.5,
+    )
+    with host:
+        wait_for(lambda: seen.in_flight == 1, timeout=15, what="the invocation running")
+    wait_for(lambda: seen.of("session_tasks"), timeout=15, what="the invocation ending")
+
+    def completion_failed() -> list[str]:
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if "Completion of message" in r.getMessage() or r.levelno >= logging.ERROR
+        ]
+
+    (outcome,) = wait_for(completion_failed, what="the host's completion after the function")
+    assert crashes == []
+    assert outcome.startswith("session_tasks: Completion of message"), outcome
+    assert "closed" in outcome

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import json
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +39,7 @@ def test_identity_based_connections_need_no_secrets() -> None:
     assert settings.service_bus.connection_string is None
     assert settings.service_bus.fully_qualified_namespace == "ns.servicebus.windows.net"
     assert settings.storage.account_name == "acct"
-    assert settings.storage.client_id.endswith("1")
+    assert (settings.storage.client_id or "").endswith("1")
 
 
 @pytest.mark.parametrize("name", ["PURCHASE_QUEUE_NAME", "IMPORT_QUEUE_NAME", "REPLAY_QUEUE_NAME"])
@@ -72,3 +74,21 @@ def test_a_bad_value_is_named(name: str, value: str) -> None:
 def test_token_lists_are_comma_separated() -> None:
     settings = Settings.from_env({**BASE, "PAYMENT_SIMULATOR_DECLINE_TOKENS": " a, b ,,c"})
     assert settings.payment_decline_tokens == {"a", "b", "c"}
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_replay_triggers_last_attempt_is_the_hosts_max_dequeue_count_everywhere() -> None:
+    # The app cannot ask the host for host.json's value: every place that sets it agrees.
+    host = json.loads((ROOT / "host.json").read_text())
+    count = host["extensions"]["queues"]["maxDequeueCount"]
+    local = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
+    bicep = (ROOT / "infra" / "app" / "function.bicep").read_text()
+
+    assert Settings.from_env(BASE).replay_max_dequeue_count == count
+    assert local["REPLAY_MAX_DEQUEUE_COUNT"] == str(count)
+    assert f"{{ name: 'REPLAY_MAX_DEQUEUE_COUNT', value: '{count}' }}" in bicep
+    assert (
+        Settings.from_env({**BASE, "REPLAY_MAX_DEQUEUE_COUNT": "3"}).replay_max_dequeue_count == 3
+    )

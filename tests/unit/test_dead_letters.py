@@ -24,6 +24,11 @@ from shared.domain.pipelines import PRODUCT_IMPORT, import_message
 from shared.domain.products import Product
 from shared.domain.replays import ReplayRequest
 from shared.domain.session_state import decode_session_state
+from shared.service_layer.bulk_replay import (
+    mark_bulk_replay_failed,
+    request_bulk_replay,
+    run_bulk_replay,
+)
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.import_tasks import import_tasks
 from shared.service_layer.ports import DeadLetter, OutgoingMessage
@@ -34,12 +39,7 @@ from shared.service_layer.processor import (
     RetryPolicy,
     SessionProcessor,
 )
-from shared.service_layer.replay import (
-    mark_bulk_replay_failed,
-    replay_session,
-    request_bulk_replay,
-    run_bulk_replay,
-)
+from shared.service_layer.replay import replay_session
 from tests.fakes import (
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterQueue,
@@ -415,11 +415,10 @@ def run_import_session(
     """Deliver the messages in order as Service Bus does: an abandoned one comes again."""
     outcomes: list[Outcome] = []
     for message in messages:
-        for attempt in itertools.count(1):
+        while True:  # no delivery count: the processor counts the attempts itself
             incoming = IncomingMessage(
                 body=message.body,
                 session_id="replayed",
-                attempt=attempt,
                 application_properties=message.application_properties,
             )
             outcome = processor.handle(incoming, actions).outcome

@@ -8,13 +8,20 @@ from decimal import Decimal
 
 import pytest
 
-from shared.domain.envelope import TaskMessage, parse_task_message, routing_hint
+from shared.domain.envelope import (
+    TaskMessage,
+    body_bytes,
+    parse_task_message,
+    plain_properties,
+    routing_hint,
+)
 from shared.domain.errors import InvalidInput, MalformedMessage
 from shared.domain.orders import OrderLine, parse_order
 from shared.domain.pipelines import PURCHASE_TASKS, purchase_messages
 from shared.domain.pricing import calculate_totals
 from shared.domain.products import parse_product
 from shared.domain.session_state import CorruptSessionState, SessionState, decode_session_state
+from tests.builders import order_document
 
 VALID = {
     "job_id": "j-1",
@@ -73,6 +80,28 @@ def test_envelope_rejects_unreadable_bodies(body: bytes) -> None:
     assert error.value.field == "body"
 
 
+def test_application_properties_come_back_as_they_were_sent() -> None:
+    at = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+    received = {b"job_id": b"job-1", b"step": 2, "is_last": False, "raw": b"\xff\x00", "at": at}
+
+    assert plain_properties(received) == {
+        "job_id": "job-1",  # the SDK decodes AMQP strings as bytes
+        "step": 2,
+        "is_last": False,
+        "raw": b"\xff\x00",  # not UTF-8: binary, kept
+        "at": str(at),
+    }
+    assert plain_properties(None) == {}
+
+
+def test_a_body_is_bytes_whatever_section_carried_it() -> None:
+    assert body_bytes(iter([b"{", b"}"])) == b"{}"  # data sections, as the SDK yields them
+    assert body_bytes("é") == "é".encode()
+    assert body_bytes(None) == b""
+    with pytest.raises(TypeError):
+        body_bytes(42)
+
+
 def test_routing_hint_reads_string_or_bytes_keys_and_ignores_bad_values() -> None:
     assert routing_hint({b"step": 3, b"is_last": True}) == (3, True)
     assert routing_hint({"step": True, "is_last": "yes"}) == (None, False)
@@ -117,13 +146,7 @@ def test_unreadable_state_raises_corrupt_session_state(raw: bytes) -> None:
         decode_session_state(raw)
 
 
-ORDER = {
-    "customer_email": "ada@example.com",
-    "customer_name": "Ada",
-    "card_token": "tok_visa",
-    "currency": "EUR",
-    "lines": [{"sku": "SKU-1", "quantity": 2}],
-}
+ORDER = order_document()
 
 
 def test_a_valid_order_becomes_five_ordered_messages_of_one_job() -> None:

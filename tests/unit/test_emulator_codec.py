@@ -142,6 +142,6 @@ def test_the_bare_message_is_kept_byte_for_byte() -> None:
 def test_dead_lettering_adds_the_reason_and_keeps_the_other_properties() -> None:
     incoming = parse(_sdk_message())
     stored = Message(9, "m", "s", 1, None, None, [], b"", incoming.application_properties, b"")
-    stored.dead_letter_properties("Bad", "why")
+    stored.set_properties({"DeadLetterReason": "Bad", "DeadLetterErrorDescription": "why"})
     section = decode_all(stored.application_properties)
     assert section.value == {"n": 1, "DeadLetterReason": "Bad", "DeadLetterErrorDescription": "why"}

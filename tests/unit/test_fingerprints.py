@@ -3,7 +3,7 @@ amounts normalised, within one (queue, task, reason)."""
 
 from __future__ import annotations
 
-from shared.domain.archive import FailedSession
+from shared.domain.archive import FailedSession, SummaryFilter
 from shared.domain.fingerprints import fingerprint, normalise
 from shared.service_layer.fingerprints import failure_fingerprints, sessions_with_fingerprint
 from tests.fakes import InMemoryDeadLetterArchive
@@ -61,10 +61,12 @@ def test_sessions_of_one_group_split_by_root_cause_largest_first() -> None:
     archive.save_summary(_summary("s4", "Unavailable", "The provider answered 500."))
     archive.save_summary(_summary("s5", "UnknownSku", "SKU UNICORN-TEA is missing", "Calc"))
 
-    found = failure_fingerprints(archive, reason="Unavailable")
+    found = failure_fingerprints(archive, SummaryFilter(reason="Unavailable", status="failed"))
 
     assert [(f.sessions, f.sample) for f in found] == [(3, ("s1", "s2", "s3")), (1, ("s4",))]
     assert found[0].description.startswith("Gave up after <n> attempts")
     assert found[0].example == OUTAGE.format(n=2, card="tok_amex_0005")
-    matching = sessions_with_fingerprint(archive, found[0].fingerprint)
+    matching = sessions_with_fingerprint(
+        archive, found[0].fingerprint, SummaryFilter(status="failed")
+    )
     assert [s.session_id for s in matching] == ["s1", "s2", "s3"]

@@ -80,7 +80,7 @@ def test_re_sends_of_retried_spark_tasks_do_not_keep_a_job_pending_forever() -> 
 
 def test_a_row_that_failed_then_imported_on_replay_counts_once_as_imported() -> None:
     from shared.domain.pipelines import import_message
-    from shared.service_layer.imports import import_progress_observer
+    from shared.service_layer.observers import import_progress_observer
     from shared.service_layer.processor import IncomingMessage, Outcome
 
     progress = InMemoryImportProgress()

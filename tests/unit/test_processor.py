@@ -1,4 +1,6 @@
-"""Every row of docs/processor.md, under both policies where the row says "both"."""
+"""Every row of docs/processor.md, under both policies where the row says "both", with no
+delivery count from the trigger (``delivery_count=None``, as Azure's Python binding gives it):
+the processor counts attempts in the session state."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pytest
 
 from shared.domain.envelope import TaskMessage
 from shared.domain.errors import PermanentTaskError, TransientTaskError
-from shared.domain.session_state import SessionState, decode_session_state
+from shared.domain.session_state import Attempts, SessionState, decode_session_state
 from shared.service_layer.processor import (
     FailurePolicy,
     IncomingMessage,
@@ -78,7 +80,7 @@ def message(step: int, *, task: str | None = None, is_last: bool | None = None) 
 
 
 def incoming(
-    msg: TaskMessage | bytes, *, attempt: int = 1, props: dict | None = None
+    msg: TaskMessage | bytes, *, delivery_count: int | None = None, props: dict | None = None
 ) -> IncomingMessage:
     body = msg if isinstance(msg, bytes) else msg.to_json()
     properties = (
@@ -87,7 +89,10 @@ def incoming(
         else ({} if isinstance(msg, bytes) else msg.application_properties())
     )
     return IncomingMessage(
-        body=body, session_id="s-1", attempt=attempt, application_properties=properties
+        body=body,
+        session_id="s-1",
+        delivery_count=delivery_count,
+        application_properties=properties,
     )
 
 
@@ -167,8 +172,9 @@ def test_r3_last_message_clears_the_state(policy: FailurePolicy) -> None:
     assert result.outcome is Outcome.COMPLETED
     assert tasks.ran() == ["C"]
     assert actions.state is None
-    assert actions.state_writes == [None]
-    assert actions.events == ["set_state", "complete"]
+    # Written, settled, then cleared (R5) and the session released.
+    assert actions.state_writes[-1] is None and len(actions.state_writes) == 2
+    assert actions.events == ["set_state", "complete", "set_state", "release_session"]
 
 
 # R4 -------------------------------------------------------------------------------------------
@@ -181,7 +187,7 @@ def test_r4_redelivered_step_already_done_is_completed_without_running(
     before = running(3)
     actions = InMemorySessionActions(state=before)
 
-    result = processor.handle(incoming(message(2), attempt=2), actions)
+    result = processor.handle(incoming(message(2)), actions)
 
     assert result.outcome is Outcome.ALREADY_DONE
     assert tasks.calls == []
@@ -191,30 +197,81 @@ def test_r4_redelivered_step_already_done_is_completed_without_running(
 
 
 # R5 -------------------------------------------------------------------------------------------
+class CrashOnComplete(InMemorySessionActions):
+    """The worker dies after writing the state, before the completion reaches Service Bus."""
+
+    def __init__(self, state: bytes | None) -> None:
+        super().__init__(state=state)
+        self.crashes = 1
+
+    def complete(self) -> None:
+        if self.crashes:
+            self.crashes -= 1
+            raise ConnectionError("worker died")
+        super().complete()
+
+
 @BOTH
-def test_r5_redelivered_last_message_after_it_cleared_the_state(policy: FailurePolicy) -> None:
+def test_r5_a_last_message_redelivered_after_it_ran_is_completed_and_ends_the_session(
+    policy: FailurePolicy,
+) -> None:
     tasks = Tasks()
     processor, _ = make_processor(policy, tasks)
-    actions = InMemorySessionActions(state=None)
+    actions = CrashOnComplete(state=running(3))
 
-    result = processor.handle(incoming(message(3), attempt=2), actions)
+    with pytest.raises(ConnectionError):
+        processor.handle(incoming(message(3)), actions)
+    state = state_of(actions)
+    assert state is not None and state.next_step == 4  # written, not cleared, before the crash
+    result = processor.handle(incoming(message(3)), actions)
 
     assert result.outcome is Outcome.ALREADY_DONE
-    assert tasks.calls == []
+    assert tasks.ran() == ["C"]  # once
     assert actions.settlements == [("complete",)]
     assert actions.state is None
+    assert actions.events[-3:] == ["complete", "set_state", "release_session"]
 
 
-def test_r5_does_not_apply_to_a_first_delivery() -> None:
-    # Without state, a first delivery of step 3 means steps 1 and 2 never ran: R6.
+@BOTH
+def test_r5_the_last_message_clears_the_state_only_after_it_is_settled(
+    policy: FailurePolicy,
+) -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=running(3))
+
+    processor.handle(incoming(message(3)), actions)
+
+    assert actions.events == ["set_state", "complete", "set_state", "release_session"]
+    assert actions.state_writes[-1] is None
+
+
+def test_r5_no_state_and_a_last_message_is_an_earlier_step_missing() -> None:
+    # Without a delivery count, no state and the last message cannot be told apart from a
+    # session whose earlier messages vanished; the state is cleared only after the last
+    # message is settled, so it is the latter unless Service Bus delivered a completed
+    # message again, and the description says so.
     tasks = Tasks()
     processor, _ = make_processor(STOP, tasks)
     actions = InMemorySessionActions(state=None)
 
-    result = processor.handle(incoming(message(3), attempt=1), actions)
+    result = processor.handle(incoming(message(3)), actions)
 
     assert result.reason == "PreviousStepMissing"
+    assert result.description is not None and "no state at all" in result.description
     assert tasks.calls == []
+    assert actions.state is None and actions.released
+
+
+def test_r5_no_state_and_a_last_message_runs_under_continue_on_failure() -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(CONTINUE, tasks)
+    actions = InMemorySessionActions(state=None)
+
+    result = processor.handle(incoming(message(3)), actions)
+
+    assert result.outcome is Outcome.COMPLETED
+    assert tasks.ran() == ["C"]  # an import row: upserting it again is harmless
 
 
 # R6 / R7 --------------------------------------------------------------------------------------
@@ -300,15 +357,19 @@ def test_r10_transient_failure_is_retried_by_redelivery_with_backoff(policy: Fai
     tasks = Tasks()
     tasks.behaviour["B"] = TransientTaskError("PaymentProviderUnavailable", "timeout")
     processor, sleeps = make_processor(policy, tasks)
-    before = running(2)
-    actions = InMemorySessionActions(state=before)
+    actions = InMemorySessionActions(state=running(2))
 
-    results = [processor.handle(incoming(message(2), attempt=n), actions) for n in (1, 2)]
+    results = [processor.handle(incoming(message(2)), actions) for _ in (1, 2)]
 
     assert [r.outcome for r in results] == [Outcome.ABANDONED, Outcome.ABANDONED]
     assert actions.settlements == [("abandon",), ("abandon",)]
-    assert sleeps == [0.5, 1.0]  # exponential
-    assert actions.state == before and actions.state_writes == []
+    assert sleeps == [0.5, 1.0]  # exponential: the second delivery is attempt 2
+    assert [call.attempt for call in tasks.calls] == [1, 2]
+    # Each failed attempt is counted in the state before the message is handed back.
+    assert actions.events == ["set_state", "abandon"] * 2
+    state = state_of(actions)
+    assert state is not None and state.attempts == Attempts("B", 2, 2)
+    assert (state.next_step, state.status) == (2, "running")
 
 
 def test_r10_backoff_is_capped() -> None:
@@ -322,13 +383,14 @@ def test_r11_transient_failure_at_the_last_attempt_fails_the_session() -> None:
     processor, sleeps = make_processor(STOP, tasks)
     actions = InMemorySessionActions(state=running(2))
 
-    result = processor.handle(incoming(message(2), attempt=3), actions)
+    *retried, result = [processor.handle(incoming(message(2)), actions) for _ in range(3)]
 
+    assert [r.outcome for r in retried] == [Outcome.ABANDONED, Outcome.ABANDONED]
     assert result.outcome is Outcome.DEAD_LETTERED
     kind, reason, description = actions.last_settlement
     assert (kind, reason) == ("dead_letter", "PaymentProviderUnavailable")
     assert "Gave up after 3 attempts" in description
-    assert sleeps == []
+    assert len(tasks.calls) == 3 and sleeps == [0.5, 1.0]
     state = state_of(actions)
     assert state is not None and state.is_failed
     assert state.failure is not None and state.failure.reason == "PaymentProviderUnavailable"
@@ -340,12 +402,15 @@ def test_r12_transient_failure_at_the_last_attempt_under_continue_goes_on() -> N
     processor, _ = make_processor(CONTINUE, tasks)
     actions = InMemorySessionActions(state=running(2))
 
-    processor.handle(incoming(message(2), attempt=3), actions)
+    for _ in range(3):
+        processor.handle(incoming(message(2)), actions)
 
+    assert [s[0] for s in actions.settlements] == ["abandon", "abandon", "dead_letter"]
     assert actions.last_settlement[:2] == ("dead_letter", "StorageBusy")
     state = state_of(actions)
     assert state is not None
     assert (state.status, state.next_step, state.failed) == ("running", 3, 1)
+    assert state.attempts is None  # the next step starts at attempt 1
 
 
 @BOTH
@@ -355,14 +420,98 @@ def test_r13_unexpected_exception_is_retried_then_set_aside(policy: FailurePolic
     processor, sleeps = make_processor(policy, tasks)
     actions = InMemorySessionActions(state=running(2))
 
-    first = processor.handle(incoming(message(2), attempt=1), actions)
-    last = processor.handle(incoming(message(2), attempt=3), actions)
+    first, _, last = [processor.handle(incoming(message(2)), actions) for _ in range(3)]
 
-    assert first.outcome is Outcome.ABANDONED and sleeps == [0.5]
+    assert first.outcome is Outcome.ABANDONED and sleeps == [0.5, 1.0]
     assert last.outcome is Outcome.DEAD_LETTERED
     kind, reason, description = actions.last_settlement
     assert (kind, reason) == ("dead_letter", "UnhandledError")
     assert "KeyError" in description
+
+
+# Attempts: counted by the app, the delivery count only a floor ------------------------------
+@BOTH
+def test_the_delivery_count_is_a_floor_an_attempt_that_died_uncounted_still_counts(
+    policy: FailurePolicy,
+) -> None:
+    # Two earlier deliveries the state never heard of (the worker died during the task).
+    tasks = Tasks()
+    tasks.behaviour["B"] = TransientTaskError("PaymentProviderUnavailable", "timeout")
+    processor, sleeps = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=running(2))
+
+    result = processor.handle(incoming(message(2), delivery_count=2), actions)
+
+    assert result.outcome is Outcome.DEAD_LETTERED  # attempt 3 of 3
+    assert "Gave up after 3 attempts" in actions.last_settlement[2]
+    assert [call.attempt for call in tasks.calls] == [3] and sleeps == []
+
+
+@BOTH
+def test_a_delivery_count_below_the_apps_count_does_not_lower_it(policy: FailurePolicy) -> None:
+    # A broker restart can hand a message back with its old delivery count.
+    tasks = Tasks()
+    tasks.behaviour["B"] = TransientTaskError("PaymentProviderUnavailable", "timeout")
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=running(2, attempts=Attempts("B", 2, 2)))
+
+    result = processor.handle(incoming(message(2), delivery_count=0), actions)
+
+    assert result.outcome is Outcome.DEAD_LETTERED
+    assert "Gave up after 3 attempts" in actions.last_settlement[2]
+
+
+class CrashOnAbandon(InMemorySessionActions):
+    def __init__(self, state: bytes | None) -> None:
+        super().__init__(state=state)
+        self.crashes = 1
+
+    def abandon(self) -> None:
+        if self.crashes:
+            self.crashes -= 1
+            raise ConnectionError("worker died")
+        super().abandon()
+
+
+@BOTH
+def test_r10_an_attempt_counted_before_a_crash_stays_counted(policy: FailurePolicy) -> None:
+    # The worker dies between the state write and the abandon; the lock runs out and the
+    # message comes back: that was an attempt, and the next is attempt 2.
+    tasks = Tasks()
+    tasks.behaviour["B"] = TransientTaskError("PaymentProviderUnavailable", "timeout")
+    processor, sleeps = make_processor(policy, tasks)
+    actions = CrashOnAbandon(state=running(2))
+
+    with pytest.raises(ConnectionError):
+        processor.handle(incoming(message(2)), actions)
+    processor.handle(incoming(message(2)), actions)
+
+    assert [call.attempt for call in tasks.calls] == [1, 2]
+    assert sleeps == [0.5, 1.0]
+
+
+@BOTH
+def test_a_step_that_succeeds_after_a_retry_leaves_the_next_step_a_fresh_count(
+    policy: FailurePolicy,
+) -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=running(2))
+    tasks.behaviour["B"] = TransientTaskError("PaymentProviderUnavailable", "timeout")
+    processor.handle(incoming(message(2)), actions)
+    tasks.behaviour["B"] = {"paid": True}
+    processor.handle(incoming(message(2)), actions)
+    state = state_of(actions)
+    assert state is not None and state.attempts is None
+    tasks.behaviour["C"] = TransientTaskError("EmailServerUnavailable", "try later")
+
+    processor.handle(incoming(message(3)), actions)
+
+    assert [(call.message.task, call.attempt) for call in tasks.calls] == [
+        ("B", 1),
+        ("B", 2),
+        ("C", 1),
+    ]
 
 
 # R14 - R16 ------------------------------------------------------------------------------------
@@ -382,6 +531,8 @@ def test_r14_later_message_of_a_failed_session_is_dead_lettered_without_running(
     assert (kind, reason) == ("dead_letter", "SessionFailed")
     assert "step 1 (A)" in description and "PaymentDeclined" in description
     assert result.outcome is Outcome.DEAD_LETTERED
+    assert actions.state_writes == []  # not written at all: the state says it already
+    assert actions.events == ["dead_letter"]
     assert actions.state == before
 
 
@@ -396,8 +547,9 @@ def test_r15_last_message_of_a_failed_session_clears_the_state(policy: FailurePo
     assert tasks.calls == []
     assert actions.last_settlement[:2] == ("dead_letter", "SessionFailed")
     assert actions.state is None
-    # Dead-lettered before the state is cleared (see R22).
-    assert actions.events == ["set_state", "dead_letter", "set_state"]
+    # Nothing written before the dead-letter; cleared only after it (see R22).
+    assert actions.state_writes == [None]
+    assert actions.events == ["dead_letter", "set_state", "release_session"]
 
 
 @BOTH
@@ -406,10 +558,11 @@ def test_r16_failing_message_redelivered_keeps_its_own_reason(policy: FailurePol
     processor, _ = make_processor(policy, tasks)
     actions = InMemorySessionActions(state=failed_at(2, reason="UnknownSku"))
 
-    processor.handle(incoming(message(2), attempt=2), actions)
+    processor.handle(incoming(message(2)), actions)
 
     assert tasks.calls == []
     assert actions.last_settlement == ("dead_letter", "UnknownSku", "card refused")
+    assert actions.state_writes == []  # the state already holds this failure
 
 
 # R17 - R19 ------------------------------------------------------------------------------------
@@ -520,7 +673,7 @@ def test_r19_malformed_last_message_still_clears_the_state(policy: FailurePolicy
     processor, _ = make_processor(policy, tasks)
     actions = InMemorySessionActions(state=running(3))
 
-    processor.handle(incoming(b"garbage", props={b"step": 3, b"is_last": True}), actions)
+    processor.handle(incoming(b"garbage", props={"step": 3, "is_last": True}), actions)
 
     assert actions.last_settlement[:2] == ("dead_letter", "MalformedMessage")
     assert actions.state is None
@@ -553,6 +706,26 @@ CORRUPT = {
             "completed": ["A"],
             "context": {},
             "failure": "boom",
+        }
+    ).encode(),
+    "attempts-not-an-object": json.dumps(
+        {
+            "version": 1,
+            "status": "running",
+            "next_step": 2,
+            "completed": ["A"],
+            "context": {},
+            "attempts": 3,
+        }
+    ).encode(),
+    "attempts-count-not-a-number": json.dumps(
+        {
+            "version": 1,
+            "status": "running",
+            "next_step": 2,
+            "completed": ["A"],
+            "context": {},
+            "attempts": {"task": "B", "step": 2, "failed": "2"},
         }
     ).encode(),
     "failure-field-of-the-wrong-type": json.dumps(
@@ -651,7 +824,7 @@ def test_r22_a_failing_last_message_redelivered_after_a_crash_is_still_dead_lett
     with pytest.raises(ConnectionError):
         processor.handle(incoming(message(3)), actions)
     assert actions.state is not None  # not cleared before the dead-letter happened
-    processor.handle(incoming(message(3), attempt=2), actions)
+    processor.handle(incoming(message(3)), actions)
 
     assert actions.settlements == [("dead_letter", "SmtpRejected", "mailbox unavailable")]
     assert actions.state is None
@@ -667,7 +840,7 @@ def test_r22_the_last_message_of_a_failed_session_survives_the_same_crash(
 
     with pytest.raises(ConnectionError):
         processor.handle(incoming(message(3)), actions)
-    processor.handle(incoming(message(3), attempt=2), actions)
+    processor.handle(incoming(message(3)), actions)
 
     assert [s[:2] for s in actions.settlements] == [("dead_letter", "SessionFailed")]
     assert actions.state is None
@@ -683,12 +856,135 @@ def test_r23_a_skipped_row_redelivered_after_a_crash_is_dead_lettered_again() ->
         processor.handle(incoming(message(2)), actions)
     state = state_of(actions)
     assert state is not None and state.next_step == 3  # the state moved on before the crash
-    result = processor.handle(incoming(message(2), attempt=2), actions)
+    result = processor.handle(incoming(message(2)), actions)
 
     assert result.outcome is Outcome.DEAD_LETTERED
     assert tasks.ran() == ["B"]  # not run again
     assert actions.settlements == [("dead_letter", "InvalidProduct:price", "price is negative")]
+    assert len(actions.state_writes) == 1  # the write before the crash; none on redelivery
     state = state_of(actions)
     assert state is not None and (state.next_step, state.failed) == (3, 1)
     processor.handle(incoming(message(3)), actions)
     assert tasks.ran() == ["B", "C"] and actions.state is None
+
+
+# Releasing a finished session -----------------------------------------------------------------
+def _corrupt(actions: InMemorySessionActions) -> None:
+    actions.state = b"not json"
+
+
+def _failed(actions: InMemorySessionActions) -> None:
+    actions.state = failed_at(1)
+
+
+def _done(actions: InMemorySessionActions) -> None:
+    actions.state = running(4)
+
+
+def _permanent(tasks: Tasks) -> None:
+    tasks.behaviour["C"] = PermanentTaskError("SmtpRejected", "mailbox unavailable")
+
+
+# How the session's last message (step 3) ends: the row, and what the session looks like.
+LAST_MESSAGE_ENDINGS = {
+    "r3-completed": (None, None, False),
+    "r4-redelivered-after-it-ran": (_done, None, False),
+    "r8-r9-dead-lettered-by-its-task": (None, _permanent, False),
+    "r15-short-circuited": (_failed, None, False),
+    "r19-malformed": (None, None, True),
+    "r21-corrupt-state": (_corrupt, None, False),
+}
+
+
+@BOTH
+@pytest.mark.parametrize("case", LAST_MESSAGE_ENDINGS, ids=list(LAST_MESSAGE_ENDINGS))
+def test_the_session_is_released_once_its_last_message_is_settled(
+    case: str, policy: FailurePolicy
+) -> None:
+    given, failing, malformed = LAST_MESSAGE_ENDINGS[case]
+    tasks = Tasks()
+    if failing:
+        failing(tasks)
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=running(3))
+    if given:
+        given(actions)
+    body = incoming(b"garbage", props={"step": 3, "is_last": True}) if malformed else None
+
+    result = processor.handle(body or incoming(message(3)), actions)
+
+    assert result.outcome is not Outcome.ABANDONED
+    assert len(actions.settlements) == 1
+    assert actions.events[-1] == "release_session"  # after the settlement, never before
+    assert actions.events.count("release_session") == 1
+
+
+@BOTH
+def test_a_session_is_not_released_before_its_last_message(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    tasks.behaviour["B"] = PermanentTaskError("PaymentDeclined", "card refused")
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions()
+
+    processor.handle(incoming(message(1)), actions)
+    processor.handle(incoming(message(2)), actions)
+    processor.handle(incoming(b"garbage", props={"step": 2, "is_last": False}), actions)
+
+    assert not actions.released
+
+
+@BOTH
+def test_a_last_message_handed_back_for_a_retry_keeps_the_session(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    tasks.behaviour["C"] = TransientTaskError("EmailServerUnavailable", "try later")
+    processor, _ = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=running(3))
+
+    result = processor.handle(incoming(message(3)), actions)
+
+    assert result.outcome is Outcome.ABANDONED
+    assert not actions.released  # the message comes back to this session
+
+
+class ReleaseFails(InMemorySessionActions):
+    def release_session(self) -> None:
+        super().release_session()
+        raise ConnectionError("the host went away")
+
+
+def test_a_release_that_fails_changes_nothing_the_message_is_settled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(STOP, tasks)
+    actions = ReleaseFails(state=running(3))
+
+    result = processor.handle(incoming(message(3)), actions)
+
+    assert result.outcome is Outcome.COMPLETED
+    assert actions.settlements == [("complete",)]
+    assert "could not be released" in caplog.text
+
+
+class ClearFails(InMemorySessionActions):
+    def set_state(self, state: bytes | None) -> None:
+        if state is None:
+            self.events.append("set_state")
+            raise ConnectionError("the session lock was lost")
+        super().set_state(state)
+
+
+def test_a_clear_that_fails_after_the_settlement_changes_nothing_and_still_releases(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The state stays on a session that has no messages left: harmless, and said in the log.
+    tasks = Tasks()
+    processor, _ = make_processor(STOP, tasks)
+    actions = ClearFails(state=running(3))
+
+    result = processor.handle(incoming(message(3)), actions)
+
+    assert result.outcome is Outcome.COMPLETED
+    assert actions.settlements == [("complete",)]
+    assert actions.events[-1] == "release_session"
+    assert "could not be cleared" in caplog.text

@@ -11,12 +11,11 @@ import azure.functions as func
 
 from ...bootstrap import container
 from ...console import views
-from ...domain.archive import AlreadyReplayed, ReplayIncomplete
 from ...domain.errors import InvalidInput
 from ...service_layer.failed_sessions import get_failed_session
 from ...service_layer.operator_actions import edit_and_replay, replay_for_operator
-from ..routes import route_value
-from .frame import ANONYMOUS, Visit, console_view, error_page, redirect
+from ..http_input import route_value
+from .frame import ANONYMOUS, Visit, console_view, redirect
 
 bp = func.Blueprint()
 
@@ -26,21 +25,16 @@ bp = func.Blueprint()
 def console_replay(visit: Visit) -> func.HttpResponse:
     session_id = route_value(visit.req, "session_id")
     c = container()
-    try:
-        result = replay_for_operator(
-            c.archive,
-            c.resender,
-            c.session_seeder,
-            c.audit_trail,
-            session_id,
-            action_id=visit.form.get("action_id", ""),
-            who=visit.operator.name,
-            note=visit.form.get("note", ""),
-        )
-    except (AlreadyReplayed, ReplayIncomplete) as error:
-        return error_page(visit, 409, "The session cannot be replayed now", str(error))
-    except InvalidInput as error:
-        return error_page(visit, 400, f"Check {error.field}", str(error))
+    result = replay_for_operator(
+        c.archive,
+        c.resender,
+        c.session_seeder,
+        c.audit_trail,
+        session_id,
+        action_id=visit.form.get("action_id", ""),
+        who=visit.operator.name,
+        note=visit.form.get("note", ""),
+    )
     page = f"{visit.base}/sessions/{quote(session_id, safe='')}"
     return redirect(f"{page}?replayed={quote(result.new_session_id, safe='')}")
 
@@ -68,8 +62,6 @@ def console_edit(visit: Visit) -> func.HttpResponse:
                 who=visit.operator.name,
                 note=visit.form.get("note"),
             )
-        except (AlreadyReplayed, ReplayIncomplete) as refused:
-            return error_page(visit, 409, "The session cannot be replayed now", str(refused))
         except InvalidInput as invalid:
             error = invalid
         else:

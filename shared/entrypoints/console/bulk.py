@@ -8,11 +8,10 @@ import uuid
 import azure.functions as func
 
 from ...bootstrap import container
-from ...domain.confirmations import ConfirmationRefused, Selection
-from ...domain.errors import InvalidInput
+from ...domain.confirmations import Selection
 from ...domain.replays import ReplayRequestNotFound
 from ...service_layer.bulk_actions import confirm_bulk_replay, preview_bulk_replay
-from ..routes import route_value
+from ..http_input import route_value
 from .frame import ANONYMOUS, Visit, console_view, error_page, redirect
 
 bp = func.Blueprint()
@@ -22,10 +21,7 @@ bp = func.Blueprint()
 @console_view
 def console_bulk_replay_preview(visit: Visit) -> func.HttpResponse:
     selection = Selection(**{k: visit.form.get(k) or None for k in ("queue", "task", "reason")})
-    try:
-        preview = preview_bulk_replay(container().archive, container().confirmations, selection)
-    except InvalidInput as error:
-        return error_page(visit, 400, f"Check {error.field}", str(error))
+    preview = preview_bulk_replay(container().archive, container().confirmations, selection)
     return visit.page("bulk_preview.html", nav="failures", preview=preview, note="")
 
 
@@ -33,21 +29,16 @@ def console_bulk_replay_preview(visit: Visit) -> func.HttpResponse:
 @console_view
 def console_bulk_replay(visit: Visit) -> func.HttpResponse:
     c = container()
-    try:
-        request = confirm_bulk_replay(
-            c.archive,
-            c.confirmations,
-            c.replay_requests,
-            c.replay_queue,
-            c.audit_trail,
-            visit.form.get("token", ""),
-            who=visit.operator.name,
-            note=visit.form.get("note"),
-        )
-    except InvalidInput as error:
-        return error_page(visit, 400, f"Check {error.field}", str(error))
-    except ConfirmationRefused as error:
-        return error_page(visit, 409, "The bulk replay was not started", error.detail)
+    request = confirm_bulk_replay(
+        c.archive,
+        c.confirmations,
+        c.replay_requests,
+        c.replay_queue,
+        c.audit_trail,
+        visit.form.get("token", ""),
+        who=visit.operator.name,
+        note=visit.form.get("note"),
+    )
     return redirect(f"{visit.base}/replays/{request.request_id}")
 
 

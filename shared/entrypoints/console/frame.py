@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
 import azure.functions as func
-from azure.core.exceptions import AzureError
 
 from ...bootstrap import container
 from ...console.access import (
@@ -28,15 +27,15 @@ from ...console.access import (
     is_key,
 )
 from ...console.render import PAGE_HEADERS, STATIC_TYPES, render, static_file
-from ...domain.archive import SessionNotArchived
-from ..routes import route_value
+from ...domain.errors import PipelineError, ServiceUnavailable
+from ..http import detail_of, retry_after, status_of
+from ..http_input import route_value
 
 logger = logging.getLogger(__name__)
 bp = func.Blueprint()
 
 ANONYMOUS = func.AuthLevel.ANONYMOUS
 FORM_MAX_BYTES = 64 * 1024
-RETRY_AFTER_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -76,12 +75,14 @@ def console_view(view: View) -> Callable[[func.HttpRequest], func.HttpResponse]:
         visit = Visit(req, operator, base, form)
         try:
             response = view(visit)
-        except SessionNotArchived as error:
-            response = _error(base, operator, 404, "Unknown session", str(error))
-        except AzureError as error:
-            logger.warning("The console could not reach storage: %s", type(error).__name__)
-            response = _error(base, operator, 503, "A backing service is unavailable", _OUTAGE)
-            response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        except PipelineError as error:
+            if isinstance(error, ServiceUnavailable):
+                logger.warning("%s: %s", view.__name__, error)
+            response = error_page(visit, status_of(error), error.title, detail_of(error))
+            response.headers.update(retry_after(error))
+        except Exception:
+            logger.exception("%s failed", view.__name__)
+            response = error_page(visit, 500, "Internal error", _BUG)
         if operator.set_cookie:
             response.headers["Set-Cookie"] = operator.set_cookie
         return response
@@ -98,9 +99,7 @@ _CSRF_HELP = (
     "The request did not carry this console's form token, so it was not carried out. Go back, "
     "reload the page and submit it again."
 )
-_OUTAGE = (
-    f"Table Storage or Service Bus could not be reached. Try again in {RETRY_AFTER_SECONDS} s."
-)
+_BUG = "The page failed on an error in the app, which is logged. Nothing more was done."
 
 
 # -- signing in and out ----------------------------------------------------------------------

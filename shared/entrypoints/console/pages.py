@@ -9,6 +9,7 @@ import azure.functions as func
 
 from ...bootstrap import container
 from ...console import views
+from ...domain.archive import SummaryFilter
 from ...service_layer.failed_sessions import (
     MAX_PAGE_SIZE,
     get_failed_session,
@@ -18,7 +19,7 @@ from ...service_layer.failed_sessions import (
 from ...service_layer.fingerprints import failure_fingerprints, sessions_with_fingerprint
 from ...service_layer.operator_actions import history
 from ...service_layer.overview import WAITING_COUNT_MAX, overview
-from ..routes import route_value
+from ..http_input import route_value
 from .frame import ANONYMOUS, Visit, choice, console_view
 
 bp = func.Blueprint()
@@ -58,16 +59,16 @@ def console_sessions(visit: Visit) -> func.HttpResponse:
     params = visit.req.params
     status = choice(params.get("status"), STATUSES, "failed")
     filters = {name: params.get(name) or None for name in ("queue", "task", "reason")}
-    selected = {**filters, "status": None if status == "any" else status}
+    selected = SummaryFilter(**filters, status=None if status == "any" else status)
     archive = container().archive
     wanted = params.get("fingerprint") or None
-    causes = failure_fingerprints(archive, **selected)
+    causes = failure_fingerprints(archive, selected)
     if wanted:
-        sessions, continuation = sessions_with_fingerprint(archive, wanted, **selected), None
+        sessions, continuation = sessions_with_fingerprint(archive, wanted, selected), None
     else:
         page = list_failed_sessions(
             archive,
-            **selected,
+            selected,
             page_size=MAX_PAGE_SIZE,
             continuation=params.get("continuation") or None,
         )

@@ -1,0 +1,230 @@
+"""The real adapters, each built from the clients it needs, for the composition root
+(``shared.bootstrap``). Every function imports its adapter on first use: the SDKs (and
+ReportLab) are slow to import, and not every function of the app needs every one."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from azure.data.tables import TableServiceClient
+    from azure.servicebus import ServiceBusClient
+    from azure.storage.blob import BlobServiceClient
+    from azure.storage.queue import QueueServiceClient
+
+    from ..config import ServiceBusConnectionSettings, Settings, StorageConnectionSettings
+    from .blob_receipts import BlobReceiptStore
+    from .pdf_receipts import ReportLabReceiptRenderer
+    from .servicebus_dead_letters import (
+        ServiceBusDeadLetterSource,
+        ServiceBusResender,
+        ServiceBusSessionSeeder,
+    )
+    from .servicebus_sender import SenderPool, ServiceBusTaskSender
+    from .servicebus_waiting import ServiceBusDeadLetterCounter
+    from .simulated_payments import TableSimulatedPaymentGateway
+    from .smtp_email import SmtpEmailSender
+    from .storage_replay_queue import StorageQueueReplayQueue
+    from .table_archive import TableDeadLetterArchive
+    from .table_audit import TableAuditTrail
+    from .table_confirmations import TableConfirmations
+    from .table_idempotency import TableIdempotencyRecords
+    from .table_import_manifests import TableManifestStore
+    from .table_import_progress import TableImportProgress
+    from .table_order_numbers import TableOrderNumbers
+    from .table_order_progress import TableOrderProgress
+    from .table_products import TableProductCatalog
+    from .table_replay_requests import TableReplayRequests
+
+
+# -- clients -------------------------------------------------------------------------------------
+
+
+def service_bus_client(settings: ServiceBusConnectionSettings) -> ServiceBusClient:
+    from . import azure_clients
+
+    return azure_clients.service_bus_client(settings)
+
+
+def table_service(settings: StorageConnectionSettings) -> TableServiceClient:
+    from . import azure_clients
+
+    return azure_clients.table_service(settings)
+
+
+def blob_service(settings: StorageConnectionSettings) -> BlobServiceClient:
+    from . import azure_clients
+
+    return azure_clients.blob_service(settings)
+
+
+def queue_service(settings: StorageConnectionSettings) -> QueueServiceClient:
+    from . import azure_clients
+
+    return azure_clients.queue_service(settings)
+
+
+def sender_pool(client: ServiceBusClient) -> SenderPool:
+    from .servicebus_sender import SenderPool
+
+    return SenderPool(client)
+
+
+# -- the purchase tasks' adapters ----------------------------------------------------------------
+
+
+def catalog(tables: TableServiceClient) -> TableProductCatalog:
+    from .azure_clients import PRODUCTS_TABLE
+    from .table_products import TableProductCatalog
+
+    return TableProductCatalog(tables.get_table_client(PRODUCTS_TABLE))
+
+
+def order_numbers(tables: TableServiceClient) -> TableOrderNumbers:
+    from .azure_clients import ORDER_NUMBERS_TABLE
+    from .table_order_numbers import TableOrderNumbers
+
+    return TableOrderNumbers(tables.get_table_client(ORDER_NUMBERS_TABLE))
+
+
+def payments(tables: TableServiceClient, settings: Settings) -> TableSimulatedPaymentGateway:
+    from .azure_clients import PAYMENTS_TABLE
+    from .simulated_payments import TableSimulatedPaymentGateway
+
+    return TableSimulatedPaymentGateway(
+        tables.get_table_client(PAYMENTS_TABLE),
+        decline_tokens=settings.payment_decline_tokens,
+        outage_tokens=settings.payment_outage_tokens,
+    )
+
+
+def receipts(blobs: BlobServiceClient) -> BlobReceiptStore:
+    from .azure_clients import RECEIPTS_CONTAINER
+    from .blob_receipts import BlobReceiptStore
+
+    return BlobReceiptStore(blobs.get_container_client(RECEIPTS_CONTAINER))
+
+
+def receipt_renderer() -> ReportLabReceiptRenderer:
+    from .pdf_receipts import ReportLabReceiptRenderer
+
+    return ReportLabReceiptRenderer()
+
+
+def email(settings: Settings) -> SmtpEmailSender:
+    from .smtp_email import SmtpEmailSender
+
+    return SmtpEmailSender(
+        settings.smtp_host,
+        settings.smtp_port,
+        sender=settings.receipt_email_from,
+        username=settings.smtp_username,
+        password=settings.smtp_password,
+        starttls=settings.smtp_starttls,
+    )
+
+
+# -- orders, imports, idempotency ----------------------------------------------------------------
+
+
+def task_sender(client: ServiceBusClient, senders: SenderPool) -> ServiceBusTaskSender:
+    from .servicebus_sender import ServiceBusTaskSender
+
+    return ServiceBusTaskSender(client, senders)
+
+
+def order_progress(tables: TableServiceClient) -> TableOrderProgress:
+    from .azure_clients import ORDER_PROGRESS_TABLE
+    from .table_order_progress import TableOrderProgress
+
+    return TableOrderProgress(tables.get_table_client(ORDER_PROGRESS_TABLE))
+
+
+def idempotency_records(tables: TableServiceClient) -> TableIdempotencyRecords:
+    from .azure_clients import IDEMPOTENCY_TABLE
+    from .table_idempotency import TableIdempotencyRecords
+
+    return TableIdempotencyRecords(tables.get_table_client(IDEMPOTENCY_TABLE))
+
+
+def import_progress(tables: TableServiceClient) -> TableImportProgress:
+    from .azure_clients import IMPORT_PROGRESS_TABLE
+    from .table_import_progress import TableImportProgress
+
+    return TableImportProgress(tables.get_table_client(IMPORT_PROGRESS_TABLE))
+
+
+def import_manifests(tables: TableServiceClient) -> TableManifestStore:
+    from .table_import_manifests import IMPORT_JOBS_TABLE, TableManifestStore
+
+    return TableManifestStore(tables.get_table_client(IMPORT_JOBS_TABLE))
+
+
+# -- dead letters, archive, replay ---------------------------------------------------------------
+
+
+def archive(tables: TableServiceClient, blobs: BlobServiceClient) -> TableDeadLetterArchive:
+    from .azure_clients import (
+        DEAD_LETTER_BODIES_CONTAINER,
+        DEAD_LETTERS_TABLE,
+        FAILED_SESSIONS_TABLE,
+    )
+    from .table_archive import TableDeadLetterArchive
+
+    return TableDeadLetterArchive(
+        tables.get_table_client(DEAD_LETTERS_TABLE),
+        tables.get_table_client(FAILED_SESSIONS_TABLE),
+        blobs.get_container_client(DEAD_LETTER_BODIES_CONTAINER),
+    )
+
+
+def dead_letter_source(client: ServiceBusClient) -> ServiceBusDeadLetterSource:
+    from .servicebus_dead_letters import ServiceBusDeadLetterSource
+
+    return ServiceBusDeadLetterSource(client)
+
+
+def resender(client: ServiceBusClient, senders: SenderPool) -> ServiceBusResender:
+    from .servicebus_dead_letters import ServiceBusResender
+
+    return ServiceBusResender(client, senders)
+
+
+def session_seeder(client: ServiceBusClient) -> ServiceBusSessionSeeder:
+    from .servicebus_dead_letters import ServiceBusSessionSeeder
+
+    return ServiceBusSessionSeeder(client)
+
+
+def replay_requests(tables: TableServiceClient) -> TableReplayRequests:
+    from .azure_clients import REPLAY_REQUESTS_TABLE
+    from .table_replay_requests import TableReplayRequests
+
+    return TableReplayRequests(tables.get_table_client(REPLAY_REQUESTS_TABLE))
+
+
+def replay_queue(queues: QueueServiceClient, name: str) -> StorageQueueReplayQueue:
+    from .storage_replay_queue import StorageQueueReplayQueue, replay_queue_client
+
+    return StorageQueueReplayQueue(replay_queue_client(queues.get_queue_client(name)))
+
+
+# -- the operator console ------------------------------------------------------------------------
+
+
+def audit_trail(tables: TableServiceClient) -> TableAuditTrail:
+    from .table_audit import AUDIT_TABLE, TableAuditTrail
+
+    return TableAuditTrail(tables.get_table_client(AUDIT_TABLE))
+
+
+def confirmations(tables: TableServiceClient) -> TableConfirmations:
+    from .table_confirmations import CONFIRMATIONS_TABLE, TableConfirmations
+
+    return TableConfirmations(tables.get_table_client(CONFIRMATIONS_TABLE))
+
+
+def dead_letter_counter(client: ServiceBusClient) -> ServiceBusDeadLetterCounter:
+    from .servicebus_waiting import ServiceBusDeadLetterCounter
+
+    return ServiceBusDeadLetterCounter(client)

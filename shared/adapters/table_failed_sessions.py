@@ -1,0 +1,195 @@
+"""The failed sessions in Table Storage (table ``failedsessions``): one row per session
+(PartitionKey = ``table_key(session id)``, RowKey ``summary``) holding the operator's view, the
+processor's failure record (the context a replay needs) and the replay claim. The claim is
+written with the row's ETag (``If-Match``), so that of concurrent claims exactly one is
+recorded; the other writers merge their own columns and leave it alone.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError
+from azure.data.tables import TableClient, TableEntity, UpdateMode
+
+from ..domain.archive import (
+    FailedSession,
+    FailureRecord,
+    ReplayClaim,
+    SessionNotArchived,
+    SummaryFilter,
+)
+from ..domain.errors import Conflict
+from ..service_layer.ports import Page
+from .azure_errors import TABLE_STORAGE, translated
+from .table_batches import decode_token, encode_token
+from .table_keys import table_key, value_of_table_key
+
+SUMMARY_ROW = "summary"
+_CLAIM_ATTEMPTS = 20  # each lost round means another writer changed the row: read it again
+_FILTER_COLUMNS = (("queue", "queue"), ("task", "failed_task"), ("reason", "reason"))
+
+
+class TableFailedSessions:
+    """Implements the failed-session half of DeadLetterArchive, and FailureJournal."""
+
+    def __init__(self, sessions: TableClient) -> None:
+        self._sessions = sessions
+
+    @translated(TABLE_STORAGE)
+    def record(self, session_id: str, record: FailureRecord) -> None:
+        self._sessions.upsert_entity(
+            {
+                "PartitionKey": table_key(session_id),
+                "RowKey": SUMMARY_ROW,
+                "session_id": session_id,
+                "record_task": record.task,
+                "record_step": record.step,
+                "record_reason": record.reason,
+                "record_description": record.description,
+                "record_at": record.at,
+                "record_context": json.dumps(dict(record.context), separators=(",", ":")),
+            },
+            mode=UpdateMode.MERGE,
+        )
+
+    @translated(TABLE_STORAGE)
+    def get_record(self, session_id: str) -> FailureRecord | None:
+        entity = self._summary_entity(session_id)
+        if entity is None or not entity.get("record_reason"):
+            return None
+        return FailureRecord(
+            task=entity["record_task"],
+            step=entity.get("record_step"),
+            reason=entity["record_reason"],
+            description=entity.get("record_description") or "",
+            at=entity.get("record_at") or "",
+            context=json.loads(entity.get("record_context") or "{}"),
+        )
+
+    @translated(TABLE_STORAGE)
+    def save_summary(self, summary: FailedSession) -> None:
+        """Merged into the row: the failure record and the claim stay as they are."""
+        self._sessions.upsert_entity(
+            {
+                "PartitionKey": table_key(summary.session_id),
+                "RowKey": SUMMARY_ROW,
+                "session_id": summary.session_id,
+                "queue": summary.queue,
+                "failed_task": summary.failed_task,
+                "failed_step": summary.failed_step,
+                "reason": summary.reason,
+                "description": summary.description,
+                "failed_at": summary.failed_at,
+                "message_count": summary.message_count,
+                "has_last": summary.has_last,
+                "context": json.dumps(dict(summary.context), separators=(",", ":")),
+                "status": summary.status,
+                "replayed_session_id": summary.replayed_session_id,
+                "replay_key": summary.replay_key,
+                "replayed_at": summary.replayed_at,
+            },
+            mode=UpdateMode.MERGE,
+        )
+
+    @translated(TABLE_STORAGE)
+    def get_summary(self, session_id: str) -> FailedSession:
+        entity = self._summary_entity(session_id)
+        if entity is None or "status" not in entity:
+            raise SessionNotArchived(session_id)
+        return _summary(entity)
+
+    @translated(TABLE_STORAGE)
+    def claim_replay(self, session_id: str, claim: ReplayClaim) -> ReplayClaim:
+        for _ in range(_CLAIM_ATTEMPTS):
+            entity = self._summary_entity(session_id)
+            if entity is None or "status" not in entity:
+                raise SessionNotArchived(session_id)
+            held = _claim_of(entity)
+            if held is not None:
+                return held
+            try:
+                self._sessions.update_entity(
+                    {
+                        "PartitionKey": table_key(session_id),
+                        "RowKey": SUMMARY_ROW,
+                        "claim_key": claim.key,
+                        "claim_session_id": claim.new_session_id,
+                        "claimed_at": claim.claimed_at,
+                    },
+                    mode=UpdateMode.MERGE,
+                    etag=entity.metadata["etag"],
+                    match_condition=MatchConditions.IfNotModified,
+                )
+            except ResourceModifiedError:
+                continue  # 412: written since it was read (a claim, an archive run): read again
+            return claim
+        raise Conflict(
+            f"The summary of session {session_id!r} kept changing while a replay tried to claim "
+            "it. Try again."
+        )
+
+    @translated(TABLE_STORAGE)
+    def list_summaries(
+        self, selected: SummaryFilter, *, page_size: int = 50, continuation: str | None = None
+    ) -> Page[FailedSession]:
+        clauses = ["RowKey eq @row", "status ne ''"]
+        parameters: dict[str, Any] = {"row": SUMMARY_ROW}
+        for name, column in (*_FILTER_COLUMNS, ("status", "status")):
+            value = getattr(selected, name)
+            if value is not None:
+                clauses.append(f"{column} eq @{column}")
+                parameters[column] = value
+        pages: Any = self._sessions.query_entities(
+            " and ".join(clauses), parameters=parameters, results_per_page=page_size
+        ).by_page(continuation_token=decode_token(continuation))  # type: ignore[arg-type]
+        try:
+            items = [_summary(entity) for entity in next(pages)]
+        except StopIteration:
+            items = []
+        return Page(items, encode_token(pages.continuation_token))
+
+    def _summary_entity(self, session_id: str) -> TableEntity | None:
+        try:
+            return self._sessions.get_entity(table_key(session_id), SUMMARY_ROW)
+        except ResourceNotFoundError:
+            return None
+
+
+def _claim_of(entity: dict[str, Any]) -> ReplayClaim | None:
+    if entity.get("claim_key"):
+        return ReplayClaim(
+            key=entity["claim_key"],
+            new_session_id=entity.get("claim_session_id") or "",
+            claimed_at=entity.get("claimed_at") or "",
+        )
+    if entity.get("status") == "replayed" and entity.get("replay_key"):
+        # Replayed before claims were recorded: that replay holds the session.
+        return ReplayClaim(
+            key=entity["replay_key"],
+            new_session_id=entity.get("replayed_session_id") or "",
+            claimed_at=entity.get("replayed_at") or "",
+        )
+    return None
+
+
+def _summary(entity: dict[str, Any]) -> FailedSession:
+    return FailedSession(
+        session_id=entity.get("session_id") or value_of_table_key(entity["PartitionKey"]) or "",
+        queue=entity.get("queue") or "",
+        failed_task=entity.get("failed_task"),
+        failed_step=entity.get("failed_step"),
+        reason=entity.get("reason") or "",
+        description=entity.get("description") or "",
+        failed_at=entity.get("failed_at"),
+        message_count=entity.get("message_count") or 0,
+        has_last=bool(entity.get("has_last")),
+        context=json.loads(entity.get("context") or "{}"),
+        status=entity.get("status") or "failed",
+        replayed_session_id=entity.get("replayed_session_id"),
+        replay_key=entity.get("replay_key"),
+        replayed_at=entity.get("replayed_at"),
+        claim=_claim_of(entity),
+    )

@@ -1,0 +1,78 @@
+"""Orders' progress in Table Storage (table ``orderprogress``): PartitionKey =
+``table_key(job id)``; RowKey ``accepted`` for the acceptance and ``step-<n>`` (zero-padded) for
+the latest outcome of each step, which a redelivery or a replay of the step overwrites."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from azure.data.tables import TableClient, UpdateMode
+
+from ..domain.order_status import OrderRecord, StepOutcome
+from .azure_errors import TABLE_STORAGE, translated
+from .table_keys import table_key
+
+_ACCEPTED = "accepted"
+_STEP = "step-"
+
+
+class TableOrderProgress:
+    """Implements OrderProgress."""
+
+    def __init__(self, table: TableClient) -> None:
+        self._table = table
+
+    @translated(TABLE_STORAGE)
+    def accept(self, job_id: str, session_id: str, at: str) -> None:
+        self._table.upsert_entity(
+            {
+                "PartitionKey": table_key(job_id),
+                "RowKey": _ACCEPTED,
+                "job_id": job_id,
+                "session_id": session_id,
+                "at": at,
+            },
+            mode=UpdateMode.REPLACE,
+        )
+
+    @translated(TABLE_STORAGE)
+    def record(self, job_id: str, outcome: StepOutcome) -> None:
+        entity: dict[str, Any] = {
+            "PartitionKey": table_key(job_id),
+            "RowKey": f"{_STEP}{outcome.step:09d}",
+            "step": outcome.step,
+            "task": outcome.task,
+            "status": outcome.status,
+            "session_id": outcome.session_id,
+            "at": outcome.at,
+        }
+        if outcome.reason:
+            entity["reason"] = outcome.reason
+        self._table.upsert_entity(entity, mode=UpdateMode.REPLACE)
+
+    @translated(TABLE_STORAGE)
+    def get(self, job_id: str) -> OrderRecord | None:
+        entities = list(
+            self._table.query_entities("PartitionKey eq @pk", parameters={"pk": table_key(job_id)})
+        )
+        if not entities:
+            return None
+        accepted = next((e for e in entities if e["RowKey"] == _ACCEPTED), None)
+        steps = tuple(
+            StepOutcome(
+                step=int(e["step"]),
+                task=e["task"],
+                status=e["status"],
+                reason=e.get("reason"),
+                session_id=e.get("session_id", ""),
+                at=e.get("at", ""),
+            )
+            for e in sorted(entities, key=lambda e: str(e["RowKey"]))
+            if str(e["RowKey"]).startswith(_STEP)
+        )
+        return OrderRecord(
+            job_id=job_id,
+            session_id=accepted.get("session_id") if accepted else None,
+            accepted_at=accepted.get("at") if accepted else None,
+            steps=steps,
+        )

@@ -1,0 +1,67 @@
+"""Bulk replay requests in Table Storage (table ``replayrequests``): one row per request,
+PartitionKey ``replay``, RowKey = the request id (a UUID)."""
+
+from __future__ import annotations
+
+import json
+
+from azure.core.exceptions import ResourceNotFoundError
+from azure.data.tables import TableClient, UpdateMode
+
+from ..domain.replays import ReplayRequest, ReplayRequestNotFound
+from .azure_errors import TABLE_STORAGE, translated
+
+
+class TableReplayRequests:
+    """Implements ReplayRequestStore."""
+
+    PARTITION = "replay"
+
+    def __init__(self, table: TableClient) -> None:
+        self._table = table
+
+    @translated(TABLE_STORAGE)
+    def save(self, request: ReplayRequest) -> None:
+        self._table.upsert_entity(
+            {
+                "PartitionKey": self.PARTITION,
+                "RowKey": request.request_id,
+                "queue": request.queue,
+                "task": request.task,
+                "reason": request.reason,
+                "status": request.status,
+                "found": request.found,
+                "sent": request.sent,
+                "failed": request.failed,
+                "errors": json.dumps(list(request.errors)),
+                "failure": request.failure,
+                "created_at": request.created_at,
+                "updated_at": request.updated_at,
+                "taken": request.taken,
+                "taken_sessions": json.dumps(list(request.taken_sessions)),
+            },
+            mode=UpdateMode.REPLACE,
+        )
+
+    @translated(TABLE_STORAGE)
+    def get(self, request_id: str) -> ReplayRequest:
+        try:
+            entity = self._table.get_entity(self.PARTITION, request_id)
+        except ResourceNotFoundError as error:
+            raise ReplayRequestNotFound(request_id) from error
+        return ReplayRequest(
+            request_id=request_id,
+            queue=entity.get("queue"),
+            task=entity.get("task"),
+            reason=entity.get("reason"),
+            status=entity["status"],
+            found=entity.get("found", 0),
+            sent=entity.get("sent", 0),
+            failed=entity.get("failed", 0),
+            errors=tuple(json.loads(entity.get("errors") or "[]")),
+            failure=entity.get("failure"),
+            created_at=entity.get("created_at", ""),
+            updated_at=entity.get("updated_at", ""),
+            taken=entity.get("taken", 0),
+            taken_sessions=tuple(json.loads(entity.get("taken_sessions") or "[]")),
+        )

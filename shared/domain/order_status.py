@@ -1,0 +1,124 @@
+"""Where an order stands, from what was recorded of it: accepted, running at a step,
+completed, failed (at which task, why), or replayed as a new session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import Literal
+
+from .archive import FailureRecord, ReplayClaim
+from .errors import NotFound
+from .reasons import SESSION_FAILED
+
+COMPLETED: Literal["completed"] = "completed"
+FAILED: Literal["failed"] = "failed"
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """The latest outcome of one step of an order (a replayed step overwrites its first)."""
+
+    step: int
+    task: str
+    status: Literal["completed", "failed"]
+    reason: str | None
+    session_id: str
+    at: str
+
+
+@dataclass(frozen=True)
+class OrderRecord:
+    job_id: str
+    session_id: str | None  # None when the acceptance was not recorded (only steps were)
+    accepted_at: str | None
+    steps: tuple[StepOutcome, ...] = ()
+
+
+@dataclass(frozen=True)
+class OrderStatus:
+    job_id: str
+    status: Literal["accepted", "running", "completed", "failed", "replayed"]
+    next_step: int | None  # the step that runs next (accepted, running, replayed)
+    next_task: str | None
+    order_number: str | None
+    total: str | None
+    currency: str | None
+    failed_task: str | None = None
+    reason: str | None = None
+    description: str | None = None
+    session_id: str | None = None
+    replayed_as: str | None = None  # the session a replay continues the order in
+
+
+class OrderNotFound(NotFound):
+    title = "Unknown order"
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(
+            f"There is no order {job_id!r}. Use the job_id that POST /api/orders returned."
+        )
+        self.job_id = job_id
+
+
+def order_status(
+    record: OrderRecord,
+    tasks: tuple[str, ...],
+    *,
+    order_number: str | None,
+    charged: tuple[Decimal, str] | None,
+    failure: FailureRecord | None,
+    claim: ReplayClaim | None,
+) -> OrderStatus:
+    """Completed when the last task completed; failed when a task failed (not merely
+    ``SessionFailed``) and has not completed since; replayed when such a failure was claimed
+    by a replay that has not got past it yet; else running at the first step not completed."""
+    steps = {outcome.step: outcome for outcome in record.steps}
+    done = {step for step, outcome in steps.items() if outcome.status == COMPLETED}
+    total, currency = (str(charged[0]), charged[1]) if charged else (None, None)
+    if failure is not None:
+        total = total or _text(failure.context.get("total"))
+        order_number = order_number or _text(failure.context.get("order_number"))
+    base = OrderStatus(
+        job_id=record.job_id,
+        status="accepted",
+        next_step=None,
+        next_task=None,
+        order_number=order_number,
+        total=total,
+        currency=currency,
+        session_id=record.session_id,
+        replayed_as=claim.new_session_id if claim else None,
+    )
+    if len(tasks) in done:
+        return replace(base, status=COMPLETED)
+    next_step = next(step for step in range(1, len(tasks) + 1) if step not in done)
+    failed = [
+        outcome
+        for step, outcome in sorted(steps.items())
+        if outcome.status == FAILED and outcome.reason != SESSION_FAILED
+    ]
+    if failed:
+        first = failed[0]
+        cause = failure if failure and failure.step == first.step else None
+        # A replay that has not run the failed step yet; once it has, its outcome counts.
+        replaying = claim is not None and first.session_id != claim.new_session_id
+        return replace(
+            base,
+            status="replayed" if replaying else FAILED,
+            next_step=first.step if replaying else None,
+            next_task=first.task if replaying else None,
+            failed_task=first.task,
+            reason=first.reason,
+            description=cause.description if cause else None,
+        )
+    return replace(
+        base,
+        status="running" if done else "accepted",
+        next_step=next_step,
+        next_task=tasks[next_step - 1],
+    )
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,15 @@
+"""The dead-letter reasons the session processor gives on its own account. Tasks give their
+own (``PaymentDeclined``, ``UnknownSku``, ``InvalidProduct:price``, ...)."""
+
+from __future__ import annotations
+
+# A message of a session that failed earlier: not run (the description names the first failure).
+SESSION_FAILED = "SessionFailed"
+# A step arrived whose predecessor never ran (StopOnFailure).
+PREVIOUS_STEP_MISSING = "PreviousStepMissing"
+# The body cannot be read as a task message of this queue's pipeline.
+MALFORMED_MESSAGE = "MalformedMessage"
+# The session state cannot be read: the session is treated as failed.
+CORRUPT_SESSION_STATE = "CorruptSessionState"
+# A task raised something that is not a TaskFailed (a bug, an SDK error), on every attempt.
+UNHANDLED_ERROR = "UnhandledError"

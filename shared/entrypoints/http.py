@@ -1,0 +1,144 @@
+"""What every HTTP function shares: JSON and RFC 9457 problem responses, and the one mapping
+of the app's errors to statuses.
+
+A binding decorated with ``@endpoint`` raises the app's errors and this module answers:
+``InvalidInput`` 400 (``TooLarge`` 413) with ``errors: [{field, problem}]``, ``NotFound`` 404,
+``Conflict`` 409, ``Unprocessable`` 422, ``ServiceUnavailable`` 503; a retryable error
+carries ``Retry-After``. Anything else is a bug: logged with its traceback, answered with a
+500 problem document that holds none.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import azure.functions as func
+
+from ..domain.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PipelineError,
+    ServiceUnavailable,
+    TooLarge,
+    Unprocessable,
+)
+
+logger = logging.getLogger(__name__)
+
+PROBLEM_JSON = "application/problem+json"
+RETRY_AFTER_SECONDS = 30  # a backing service out of reach
+RETRY_CONFLICT_AFTER_SECONDS = 5  # a request in flight, a session lock held elsewhere
+
+_STATUSES: tuple[tuple[type[PipelineError], int], ...] = (
+    (TooLarge, 413),
+    (InvalidInput, 400),
+    (NotFound, 404),
+    (Conflict, 409),
+    (Unprocessable, 422),
+    (ServiceUnavailable, 503),
+)
+
+HttpFunction = Callable[[func.HttpRequest], func.HttpResponse]
+
+
+def json_response(
+    status: int, document: Any, *, headers: Mapping[str, str] | None = None
+) -> func.HttpResponse:
+    return func.HttpResponse(
+        json.dumps(document, default=str),
+        status_code=status,
+        mimetype="application/json",
+        headers=dict(headers or {}),
+    )
+
+
+def problem(
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    type_: str = "about:blank",
+    headers: Mapping[str, str] | None = None,
+    **extensions: Any,
+) -> func.HttpResponse:
+    """A problem document whose ``detail`` tells the caller what to fix; ``extensions`` add
+    members such as ``errors=[{"field": ..., "problem": ...}]``."""
+    document = {"type": type_, "title": title, "status": status, "detail": detail, **extensions}
+    return func.HttpResponse(
+        json.dumps(document, default=str),
+        status_code=status,
+        mimetype=PROBLEM_JSON,
+        # Also as a header, so the type is on the response object itself, not only in the
+        # mimetype the worker turns into a header.
+        headers={"Content-Type": PROBLEM_JSON, **(headers or {})},
+    )
+
+
+def status_of(error: PipelineError) -> int:
+    """The HTTP status of one of the app's errors (500 for a kind this module does not map)."""
+    return next((code for kind, code in _STATUSES if isinstance(error, kind)), 500)
+
+
+def detail_of(error: PipelineError) -> str:
+    """What a caller is told to do about the error."""
+    if isinstance(error, InvalidInput):
+        return f"{error.field} {error.problem}"
+    if isinstance(error, ServiceUnavailable):
+        return (
+            f"{error} Retry in {RETRY_AFTER_SECONDS} seconds, with the same Idempotency-Key "
+            "where the request has one: nothing was done that the retry would do twice."
+        )
+    return str(error)
+
+
+def retry_after(error: PipelineError) -> dict[str, str]:
+    """The ``Retry-After`` header of a retryable error, else none."""
+    if isinstance(error, ServiceUnavailable):
+        return {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    if error.retryable:
+        return {"Retry-After": str(RETRY_CONFLICT_AFTER_SECONDS)}
+    return {}
+
+
+def error_response(error: PipelineError) -> func.HttpResponse:
+    """The problem document of one of the app's errors."""
+    members: dict[str, Any] = dict(error.members)
+    if isinstance(error, InvalidInput):
+        members["errors"] = [{"field": error.field, "problem": error.problem}]
+    return problem(
+        status_of(error), error.title, detail_of(error), headers=retry_after(error), **members
+    )
+
+
+def endpoint(function: HttpFunction) -> HttpFunction:
+    """Map the app's errors raised by ``function`` to problem documents (see the module)."""
+
+    @functools.wraps(function)
+    def wrapper(req: func.HttpRequest) -> func.HttpResponse:
+        try:
+            return function(req)
+        except PipelineError as error:
+            if isinstance(error, ServiceUnavailable):
+                logger.warning("%s: %s", function.__name__, error)
+            return error_response(error)
+        except Exception:
+            logger.exception("%s failed", function.__name__)
+            return problem(
+                500,
+                "Internal error",
+                "The request failed on an error in the app, which is logged. A request with "
+                "an Idempotency-Key may be sent again with the same key.",
+            )
+
+    return wrapper
+
+
+def url_for(req: func.HttpRequest, path: str) -> str:
+    """The absolute URL of ``/api/<path>`` on the host that received ``req``."""
+    base = req.url.split("/api/", 1)[0]
+    return f"{base}/api/{path}"

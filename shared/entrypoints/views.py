@@ -1,0 +1,98 @@
+"""The JSON documents the HTTP API answers with, built from the services' results."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import asdict
+from typing import Any
+from urllib.parse import quote
+
+import azure.functions as func
+
+from ..domain.archive import ArchivedMessage, FailedSession
+from ..domain.order_status import OrderStatus
+from ..domain.pipelines import PRODUCT_IMPORT
+from ..domain.replays import ReplayRequest
+from ..service_layer.orders import SubmittedOrder
+from ..service_layer.replay import ReplayResult
+from .http import url_for
+
+
+def session_view(summary: FailedSession) -> dict[str, Any]:
+    view = asdict(summary)
+    view["context"] = dict(summary.context)
+    return view
+
+
+def row_view(row: ArchivedMessage) -> dict[str, Any]:
+    view = asdict(row)
+    body = view.pop("body")
+    try:
+        view["body"] = json.loads(body)
+        view["body_encoding"] = "json"
+    except (UnicodeDecodeError, ValueError):
+        view["body"] = base64.b64encode(body).decode()
+        view["body_encoding"] = "base64"
+    view["body_size"] = len(body)
+    view["application_properties"] = dict(row.application_properties)
+    return view
+
+
+def request_view(request: ReplayRequest) -> dict[str, Any]:
+    view = asdict(request)
+    view["errors"] = list(request.errors)
+    view["taken_sessions"] = list(request.taken_sessions)
+    return view
+
+
+def order_view(req: func.HttpRequest, order: SubmittedOrder) -> dict[str, Any]:
+    return {
+        "job_id": order.job_id,
+        "session_id": order.session_id,
+        "tasks": list(order.tasks),
+        "status": "accepted",
+        "status_url": order_url(req, order.job_id),
+    }
+
+
+def order_status_view(status: OrderStatus) -> dict[str, Any]:
+    return asdict(status)
+
+
+def replay_view(req: func.HttpRequest, result: ReplayResult) -> dict[str, Any]:
+    return {
+        "session_id": result.session_id,
+        "new_session_id": result.new_session_id,
+        "queue": result.queue,
+        "sent": result.sent,
+        "status": "accepted",
+        "status_url": replay_status_url(req, result),
+        "failed_session_url": failed_session_url(req, result.session_id),
+    }
+
+
+def replay_status_url(req: func.HttpRequest, result: ReplayResult) -> str:
+    """Where the replayed work can be followed: the order, or the import job, whose messages
+    the new session carries (the failed session's view when the archive names no job)."""
+    if result.job_id is None:
+        return failed_session_url(req, result.session_id)
+    if result.pipeline == PRODUCT_IMPORT:
+        return url_for(req, f"imports/{_segment(result.job_id)}")
+    return order_url(req, result.job_id)
+
+
+def order_url(req: func.HttpRequest, job_id: str) -> str:
+    return url_for(req, f"orders/{_segment(job_id)}")
+
+
+def failed_session_url(req: func.HttpRequest, session_id: str) -> str:
+    return url_for(req, f"failed-sessions/{_segment(session_id)}")
+
+
+def replay_request_url(req: func.HttpRequest, request_id: str) -> str:
+    return url_for(req, f"replays/{request_id}")
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")

@@ -1,0 +1,200 @@
+"""Bulk replays: every failed session that failed the same way, replayed from a storage queue
+so no HTTP request waits on them. Each session is claimed as a single replay claims it, so
+concurrent bulk requests (and single replays) never replay a session twice: a session another
+replay claimed first is counted as taken, not sent."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from ..domain.archive import (
+    FAILED,
+    REPLAYED,
+    AlreadyReplayed,
+    FailedSession,
+    ReplayIncomplete,
+    SessionNotArchived,
+)
+from ..domain.errors import InvalidInput, SessionLocked
+from ..domain.replays import ReplayRequest
+from .ports import (
+    DeadLetterArchive,
+    MessageResender,
+    ReplayQueue,
+    ReplayRequestStore,
+    SessionSeeder,
+)
+from .replay import replay_session
+
+Clock = Callable[[], datetime]
+MAX_RECORDED_ERRORS = 50
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def request_bulk_replay(
+    store: ReplayRequestStore,
+    queue: ReplayQueue,
+    *,
+    queue_name: str | None = None,
+    task: str | None = None,
+    reason: str | None = None,
+    clock: Clock = _now,
+) -> ReplayRequest:
+    """Save the request (queued) and put it on the replay queue. A request that was saved but
+    could not be queued is saved again as failed, then the error is raised."""
+    if not (task or reason):
+        raise InvalidInput("task", "give a task and/or a reason to choose the sessions to replay")
+    at = clock().isoformat()
+    request = ReplayRequest(
+        request_id=str(uuid.uuid4()),
+        queue=queue_name,
+        task=task,
+        reason=reason,
+        created_at=at,
+        updated_at=at,
+    )
+    store.save(request)
+    try:
+        queue.enqueue(request.request_id)
+    except Exception as error:
+        # Saved but never queued: without this it would say "queued" forever.
+        failed = replace(
+            request,
+            status="failed",
+            failure=f"Could not queue the request ({error.__class__.__name__}); nothing was "
+            "replayed. Send the request again.",
+            updated_at=clock().isoformat(),
+        )
+        with contextlib.suppress(Exception):
+            store.save(failed)
+        raise
+    return request
+
+
+def get_bulk_replay(store: ReplayRequestStore, request_id: str) -> ReplayRequest:
+    """Raises ``ReplayRequestNotFound``."""
+    return store.get(request_id)
+
+
+def run_bulk_replay(
+    store: ReplayRequestStore,
+    archive: DeadLetterArchive,
+    resender: MessageResender,
+    seeder: SessionSeeder,
+    request_id: str,
+    *,
+    page_size: int = 100,
+    clock: Clock = _now,
+) -> ReplayRequest:
+    """Replay every failed session that matches; progress is saved after each page.
+
+    Running it again (a redelivered queue message) sends nothing twice, since each session is
+    replayed under the key ``bulk:<request id>``, and reports what one run would have: it
+    starts over from page 1, where the sessions this request replayed are no longer listed as
+    failed, so it counts those afresh (``sent``) and recounts the rest instead of adding to
+    the totals the earlier run saved. ``taken`` counts the sessions of the pages it read that
+    another replay had claimed."""
+    request = store.get(request_id)
+    if request.status in ("completed", "failed"):
+        return request
+    key = f"bulk:{request_id}"
+    # "running": an earlier run started and may have replayed sessions before it died.
+    sent = _replayed_under(archive, request, key, page_size) if request.status == "running" else 0
+    request = replace(
+        request,
+        status="running",
+        found=sent,
+        sent=sent,
+        failed=0,
+        errors=(),
+        taken=0,
+        taken_sessions=(),
+        updated_at=clock().isoformat(),
+    )
+    store.save(request)
+    for items in _matching_pages(archive, request, FAILED, page_size):
+        for summary in items:
+            request = _replay_one(archive, resender, seeder, request, summary, key, clock)
+        store.save(replace(request, updated_at=clock().isoformat()))
+    request = replace(request, status="completed", updated_at=clock().isoformat())
+    store.save(request)
+    return request
+
+
+def _replay_one(
+    archive: DeadLetterArchive,
+    resender: MessageResender,
+    seeder: SessionSeeder,
+    request: ReplayRequest,
+    summary: FailedSession,
+    key: str,
+    clock: Clock,
+) -> ReplayRequest:
+    found = request.found + 1
+    try:
+        # Counted even when nothing is sent now: an earlier run of this request sent it, then
+        # died before the session's summary said so.
+        replay_session(archive, resender, seeder, summary.session_id, key, clock=clock)
+    except AlreadyReplayed as error:
+        taken = request.taken_sessions
+        if len(taken) < MAX_RECORDED_ERRORS:
+            taken = (
+                *taken,
+                {
+                    "session_id": summary.session_id,
+                    "new_session_id": error.claim.new_session_id,
+                    "idempotency_key": error.claim.key,
+                },
+            )
+        return replace(request, found=found, taken=request.taken + 1, taken_sessions=taken)
+    except (ReplayIncomplete, SessionNotArchived, SessionLocked) as error:
+        errors = request.errors
+        if len(errors) < MAX_RECORDED_ERRORS:
+            errors = (*errors, {"session_id": summary.session_id, "error": str(error)})
+        return replace(request, found=found, failed=request.failed + 1, errors=errors)
+    return replace(request, found=found, sent=request.sent + 1)
+
+
+def _replayed_under(
+    archive: DeadLetterArchive, request: ReplayRequest, key: str, page_size: int
+) -> int:
+    """How many matching sessions an earlier run of the request replayed (whole)."""
+    return sum(
+        1
+        for items in _matching_pages(archive, request, REPLAYED, page_size)
+        for summary in items
+        if summary.replay_key == key
+    )
+
+
+def _matching_pages(
+    archive: DeadLetterArchive, request: ReplayRequest, status: str, page_size: int
+) -> Iterator[Sequence[FailedSession]]:
+    """The summaries the request's filter selects, with ``status``, a page at a time."""
+    continuation: str | None = None
+    while True:
+        page = archive.list_summaries(
+            request.selects(status), page_size=page_size, continuation=continuation
+        )
+        yield page.items
+        continuation = page.continuation
+        if not continuation:
+            return
+
+
+def mark_bulk_replay_failed(
+    store: ReplayRequestStore, request_id: str, failure: str, *, clock: Clock = _now
+) -> ReplayRequest:
+    """The request's queue message is going to the poison queue: say so in its status."""
+    request = replace(
+        store.get(request_id), status="failed", failure=failure, updated_at=clock().isoformat()
+    )
+    store.save(request)
+    return request

@@ -1,0 +1,112 @@
+"""What the processors tell about each message they settle, recorded for the status routes:
+the outcome of each import row (GET /api/imports/{job_id}) and of each order step
+(GET /api/orders/{job_id}). Each observer runs before the message is settled, so an outcome is
+recorded before it is final, and re-recorded (an upsert) when the message comes again."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from ..domain.envelope import TaskMessage
+from ..domain.order_status import COMPLETED, FAILED, StepOutcome
+from .ports import ImportProgress, OrderProgress
+from .processor import IncomingMessage, Observer, Outcome
+
+IMPORTED = "imported"
+ROW_FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One settled message as the observers record it."""
+
+    incoming: IncomingMessage
+    job_id: str
+    step: int | None
+    task: str | None
+    completed: bool  # else dead-lettered
+    reason: str | None
+
+
+def import_progress_observer(progress: ImportProgress) -> Observer:
+    """Records each row's outcome. A redelivery of a finished row records nothing; a
+    re-recorded row overwrites itself (upsert), and so does its replay, so counts stay exact."""
+
+    def record(seen: Observed) -> None:
+        # A replayed row (replay_of: its original session) overwrites its first outcome, so a
+        # row that failed and then imported on replay counts once, as imported.
+        original = seen.incoming.application_properties.get("replay_of")
+        progress.record(
+            seen.job_id,
+            original if isinstance(original, str) and original else seen.incoming.session_id,
+            seen.step,
+            status=IMPORTED if seen.completed else ROW_FAILED,
+            reason=seen.reason,
+        )
+
+    return _observer(record)
+
+
+def order_progress_observer(
+    progress: OrderProgress, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+) -> Observer:
+    """Records the latest outcome of each step of an order, under its job id (a replay keeps
+    the job id, so its steps overwrite the failed ones). A message that names no step cannot
+    be placed and is left out."""
+
+    def record(seen: Observed) -> None:
+        if seen.step is None:
+            return
+        progress.record(
+            seen.job_id,
+            StepOutcome(
+                step=seen.step,
+                task=seen.task or "",
+                status=COMPLETED if seen.completed else FAILED,
+                reason=seen.reason,
+                session_id=seen.incoming.session_id,
+                at=clock().isoformat(),
+            ),
+        )
+
+    return _observer(record)
+
+
+def _observer(record: Callable[[Observed], None]) -> Observer:
+    """An observer that leaves out redeliveries of finished work (nothing new happened) and
+    messages that name no job, and hands the rest to ``record``."""
+
+    def observe(
+        incoming: IncomingMessage,
+        message: TaskMessage | None,
+        outcome: Outcome,
+        reason: str | None,
+    ) -> None:
+        if outcome is Outcome.ALREADY_DONE:
+            return
+        routing = _routing(incoming, message)
+        if routing is None:
+            return
+        job_id, step, task = routing
+        record(Observed(incoming, job_id, step, task, outcome is Outcome.COMPLETED, reason))
+
+    return observe
+
+
+def _routing(
+    incoming: IncomingMessage, message: TaskMessage | None
+) -> tuple[str, int | None, str | None] | None:
+    """(job id, step, task) from the message, else from its application properties."""
+    if message is not None:
+        return message.job_id, message.step, message.task
+    properties = incoming.application_properties
+    job_id, step, task = properties.get("job_id"), properties.get("step"), properties.get("task")
+    if not isinstance(job_id, str):
+        return None
+    return (
+        job_id,
+        step if isinstance(step, int) and not isinstance(step, bool) else None,
+        task if isinstance(task, str) else None,
+    )

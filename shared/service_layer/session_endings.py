@@ -1,0 +1,127 @@
+"""Carrying out the processor's decision about one message, in the order that keeps every
+crash point safe: the observer and the journal are told, the state is written, and only then
+is the message settled."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..domain.archive import FailureRecord
+from ..domain.envelope import TaskMessage
+from ..domain.session_state import SessionState
+from .ports import FailureJournal, SessionActions
+from .session_messages import IncomingMessage, Observer, Outcome, Result
+
+logger = logging.getLogger("shared.service_layer.processor")
+
+
+@dataclass(frozen=True)
+class Ending:
+    """The decision about one message: the state to write first (``None``: leave the state as
+    it is), then the settlement (complete, abandon after ``backoff`` seconds, or dead-letter
+    with ``reason``). ``is_last``: the message ends its session. ``first_failure``: ``state``
+    holds the session's first failure, which the journal keeps for a replay."""
+
+    outcome: Outcome
+    message: TaskMessage | None
+    is_last: bool
+    state: SessionState | None = None
+    reason: str | None = None
+    description: str | None = None
+    backoff: float = 0.0
+    first_failure: bool = False
+
+
+class SessionEndings:
+    def __init__(
+        self,
+        *,
+        sleep: Callable[[float], None],
+        journal: FailureJournal | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        self._sleep = sleep
+        self._journal = journal
+        self._observer = observer
+
+    def carry_out(
+        self, ending: Ending, incoming: IncomingMessage, actions: SessionActions
+    ) -> Result:
+        """Tell, write the state, settle; after a session's last message, clear the state and
+        release the session.
+
+        The state is cleared only once the last message is settled. A crash before the
+        settlement leaves the state that message wrote, so its redelivery finds its own
+        outcome there (R4, R16, R22, R23) and never an empty state, which a settled last
+        message alone can leave behind (R5). A crash after the settlement leaves a state on a
+        session that has no messages left: harmless, session ids are not reused.
+        """
+        result = Result(ending.outcome, ending.reason, ending.description)
+        if ending.outcome is not Outcome.ABANDONED:
+            self._tell(ending, incoming)
+        if ending.state is not None:
+            actions.set_state(ending.state.to_bytes())
+        if ending.outcome is Outcome.ABANDONED:
+            self._sleep(ending.backoff)
+            actions.abandon()
+            return result
+        if ending.outcome is Outcome.DEAD_LETTERED:
+            actions.dead_letter(ending.reason or "", ending.description or "")
+        else:
+            actions.complete()
+        if ending.is_last:
+            _after_the_last(actions, incoming)
+        return result
+
+    def _tell(self, ending: Ending, incoming: IncomingMessage) -> None:
+        """Journal, observer and log, before the message is settled: one that fails leaves the
+        message to be redelivered rather than its outcome unrecorded."""
+        state = ending.state
+        failure = state.failure if state is not None else None
+        if self._journal is not None and ending.first_failure and state and failure:
+            self._journal.record(
+                incoming.session_id,
+                FailureRecord(
+                    task=failure.task,
+                    step=failure.step,
+                    reason=failure.reason,
+                    description=failure.description,
+                    at=failure.at,
+                    context=dict(state.context),
+                ),
+            )
+        if self._observer is not None:
+            self._observer(incoming, ending.message, ending.outcome, ending.reason)
+        message = ending.message
+        logger.info(
+            "session=%s job=%s task=%s step=%s outcome=%s%s",
+            incoming.session_id,
+            message.job_id if message else "?",
+            message.task if message else "?",
+            message.step if message else "?",
+            ending.outcome.value,
+            f" reason={ending.reason}" if ending.reason else "",
+        )
+
+
+def _after_the_last(actions: SessionActions, incoming: IncomingMessage) -> None:
+    """Clear the state (a finished session costs nothing) and let the host take the next
+    session at once. The message is settled: a failure here changes no outcome, so it is
+    logged, not raised. Without the clear the state stays on a session that has no messages;
+    without the release the host lets the session go after sessionIdleTimeout."""
+    for step, call in (
+        ("cleared", lambda: actions.set_state(None)),
+        ("released", actions.release_session),
+    ):
+        try:
+            call()
+        except Exception as error:
+            logger.warning(
+                "session=%s could not be %s after its last message (%s: %s)",
+                incoming.session_id,
+                step,
+                type(error).__name__,
+                error,
+            )

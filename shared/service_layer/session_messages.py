@@ -1,0 +1,52 @@
+"""What the session processor takes (one received message, its tasks) and what it gives back
+(the outcome), apart from the processor itself so tasks and observers can name them."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..domain.envelope import TaskMessage
+
+
+class Outcome(enum.Enum):
+    COMPLETED = "completed"
+    ALREADY_DONE = "already-done"  # a redelivery of finished work: completed, task not run
+    DEAD_LETTERED = "dead-lettered"
+    ABANDONED = "abandoned"  # handed back for another attempt
+
+
+@dataclass(frozen=True)
+class Result:
+    outcome: Outcome
+    reason: str | None = None
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class IncomingMessage:
+    """What the processor needs from a received Service Bus message."""
+
+    body: bytes
+    session_id: str
+    # Earlier deliveries, when the trigger hands the count over (None when it does not, as
+    # Azure's Service Bus binding for Python): a floor for the attempt, never the count itself.
+    delivery_count: int | None = None
+    message_id: str | None = None
+    # As sent: str keys, string values as str (``envelope.plain_properties``).
+    application_properties: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskInvocation:
+    message: TaskMessage
+    session_id: str
+    context: Mapping[str, Any]  # outputs of earlier tasks of the session
+    attempt: int
+
+
+Task = Callable[[TaskInvocation], Mapping[str, Any]]
+# Told of every final decision (not of abandons for a retry), before the message is settled.
+Observer = Callable[[IncomingMessage, TaskMessage | None, Outcome, str | None], None]

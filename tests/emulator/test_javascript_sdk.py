@@ -1,0 +1,43 @@
+"""The conformance tests of the official JavaScript SDK (``@azure/service-bus`` from npm), run
+by Node's own test runner against the same namespace as the Python tests: one pytest test per
+file of tests/emulator/js, so ``make test`` runs them against the emulator the fixture started.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from localdev.servicebus_emulator.testing import ROOT
+
+pytestmark = pytest.mark.integration
+
+JS_TESTS = Path(__file__).with_name("js")
+SDK = ROOT / "node_modules" / "@azure" / "service-bus" / "package.json"
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in JS_TESTS.glob("*.test.mjs")))
+def test_the_javascript_sdk(
+    script: str, connection_string: str, request: pytest.FixtureRequest
+) -> None:
+    node = shutil.which("node")
+    if node is None or not SDK.exists():
+        pytest.fail("Node 20 and node_modules/@azure/service-bus are needed: run make setup")
+    env = {**os.environ, "SERVICEBUS_CONNECTION_STRING": connection_string}
+    if request.node.callspec.params["connection_string"] == "emulator":
+        emulator = request.getfixturevalue("emulator")  # its management endpoint, too
+        env["EMULATOR_HOST"] = emulator.host
+        env["EMULATOR_HTTP_PORT"] = str(emulator.http_port)
+    run = subprocess.run(
+        [node, "--test", "--test-reporter=spec", str(JS_TESTS / script)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert run.returncode == 0, f"node --test {script} failed:\n{run.stdout}\n{run.stderr}"

@@ -1,0 +1,172 @@
+"""GET /api/orders/{job_id}'s answers, from what the order's messages did: the real processor
+with the order-progress observer and in-memory twins."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from shared.domain.order_status import OrderNotFound, OrderStatus
+from shared.domain.pipelines import PURCHASE_TASKS
+from shared.service_layer.dead_letters import archive_dead_letters
+from shared.service_layer.observers import order_progress_observer
+from shared.service_layer.orders import SubmittedOrder, get_order_status, submit_order
+from shared.service_layer.ports import DeadLetter
+from shared.service_layer.processor import IncomingMessage, Outcome, SessionProcessor
+from shared.service_layer.replay import replay_session
+from tests.fakes import (
+    InMemoryDeadLetterArchive,
+    InMemoryDeadLetterQueue,
+    InMemoryOrderProgress,
+    InMemoryResender,
+    InMemorySessionActions,
+    InMemorySessionSeeder,
+    InMemoryTaskSender,
+)
+
+from .test_pipelines import ORDER, Shop
+
+
+class Store:
+    def __init__(self) -> None:
+        self.shop = Shop()
+        self.progress = InMemoryOrderProgress()
+        self.archive = InMemoryDeadLetterArchive()
+        self.sender = InMemoryTaskSender()
+        self.dlq = InMemoryDeadLetterQueue()
+        self.actions: dict[str, InMemorySessionActions] = {}
+
+    def processor(self) -> SessionProcessor:
+        processor = self.shop.processor()
+        return SessionProcessor(
+            pipeline=processor.pipeline,
+            tasks=processor.tasks,
+            policy=processor.policy,
+            retry=replace(processor.retry, max_attempts=1),
+            journal=self.archive,
+            observer=order_progress_observer(self.progress),
+        )
+
+    def submit(self, **changes: Any) -> SubmittedOrder:
+        return submit_order(
+            {**ORDER, **changes}, sender=self.sender, queue_name="q", progress=self.progress
+        )
+
+    def run(self, session_index: int, steps: int) -> None:
+        """Deliver the first ``steps`` messages of a sent session; dead letters go to the DLQ."""
+        queue, session_id, messages = self.sender.sessions[session_index]
+        actions = self.actions.setdefault(session_id, InMemorySessionActions())
+        processor = self.processor()
+        for message in messages[:steps]:
+            incoming = IncomingMessage(
+                body=message.to_json(),
+                session_id=session_id,
+                application_properties=message.application_properties(),
+            )
+            result = processor.handle(incoming, actions)
+            if result.outcome is Outcome.DEAD_LETTERED:
+                self.dlq.add(_letter(queue, session_id, message, result.reason or ""))
+
+    def run_replay(
+        self, session_id: str, resender: InMemoryResender, seeder: InMemorySessionSeeder
+    ) -> None:
+        """Deliver what a replay sent, from the state it seeded."""
+        actions = InMemorySessionActions(state=seeder.states[("q", session_id)])
+        processor = self.processor()
+        for _, _, message in resender.sent:
+            incoming = IncomingMessage(
+                body=message.body,
+                session_id=session_id,
+                application_properties=message.application_properties,
+            )
+            assert processor.handle(incoming, actions).outcome is Outcome.COMPLETED
+
+    def status(self, job_id: str) -> OrderStatus:
+        return get_order_status(
+            job_id,
+            progress=self.progress,
+            order_numbers=self.shop.order_numbers,
+            payments=self.shop.payments,
+            archive=self.archive,
+        )
+
+
+def _letter(queue: str, session_id: str, message: Any, reason: str) -> DeadLetter:
+    return DeadLetter(
+        queue=queue,
+        session_id=session_id,
+        sequence_number=message.step,
+        message_id=message.message_id(),
+        body=message.to_json(),
+        content_type="application/json",
+        application_properties=message.application_properties(),
+        reason=reason,
+        description=reason,
+        enqueued_time=None,
+        delivery_count=1,
+    )
+
+
+def test_an_order_is_accepted_then_running_at_its_next_step_then_completed() -> None:
+    store = Store()
+    order = store.submit()
+
+    accepted = store.status(order.job_id)
+    assert (accepted.status, accepted.next_step, accepted.next_task) == (
+        "accepted",
+        1,
+        PURCHASE_TASKS[0],
+    )
+
+    store.run(0, 2)
+    running = store.status(order.job_id)
+    assert (running.status, running.next_step, running.next_task) == (
+        "running",
+        3,
+        "ProcessPayment",
+    )
+    assert running.order_number == "ORD-00000001" and running.total is None
+
+    store.run(0, 5)
+    done = store.status(order.job_id)
+    assert (done.status, done.next_step) == ("completed", None)
+    assert (done.order_number, done.total, done.currency) == ("ORD-00000001", "29.95", "EUR")
+
+
+def test_a_failed_order_names_the_task_and_why_and_a_replay_carries_it_to_completion() -> None:
+    store = Store()
+    order = store.submit(card_token="tok_outage")
+    store.run(0, 5)
+    archive_dead_letters(store.dlq, store.archive, queues=["q"])
+
+    failed = store.status(order.job_id)
+    assert (failed.status, failed.failed_task, failed.reason) == (
+        "failed",
+        "ProcessPayment",
+        "PaymentProviderUnavailable",
+    )
+    assert failed.description and "Gave up" in failed.description
+    assert (failed.order_number, failed.total) == ("ORD-00000001", "29.95")  # from the record
+
+    store.shop.payments.outage_tokens.clear()
+    resender, seeder = InMemoryResender(), InMemorySessionSeeder()
+    result = replay_session(store.archive, resender, seeder, order.session_id, "fix-1")
+    replayed = store.status(order.job_id)
+    assert (replayed.status, replayed.replayed_as, replayed.next_step) == (
+        "replayed",
+        result.new_session_id,
+        3,
+    )
+
+    store.run_replay(result.new_session_id, resender, seeder)
+
+    done = store.status(order.job_id)
+    assert (done.status, done.replayed_as) == ("completed", result.new_session_id)
+    assert (done.order_number, done.total) == ("ORD-00000001", "29.95")
+
+
+def test_an_unknown_order_is_not_found() -> None:
+    with pytest.raises(OrderNotFound, match="'nope'"):
+        Store().status("nope")
