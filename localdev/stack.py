@@ -39,6 +39,7 @@ from localdev.stack_layout import (
 )
 from shared.adapters.azure_clients import ensure_storage
 from shared.config import SERVICE_BUS_CONNECTION, STORAGE_CONNECTION
+from shared.entrypoints.http import API_PREFIX
 
 __all__ = ["HOST_JSON", "LocalStack", "Ports", "create_storage", "run_stack"]
 
@@ -56,8 +57,19 @@ class LocalStack:
 
     @property
     def api_url(self) -> str:
-        """``http://127.0.0.1:<port>/api``"""
-        return f"{self.host.http_url}/{self.host.options.route_prefix}".rstrip("/")
+        """``http://127.0.0.1:<port>/api``: the API's routes carry their ``api/`` prefix
+        themselves (host.json sets no route prefix)."""
+        return f"{self._routes_url}/{API_PREFIX}"
+
+    @property
+    def console_url(self) -> str:
+        """``http://127.0.0.1:<port>/console``"""
+        return f"{self._routes_url}/console"
+
+    @property
+    def _routes_url(self) -> str:
+        prefix = self.host.options.route_prefix
+        return f"{self.host.http_url}/{prefix}" if prefix else self.host.http_url
 
     @property
     def function_key(self) -> str:

@@ -1,5 +1,5 @@
 // App Service Authentication (Easy Auth) with Microsoft Entra ID in front of the operator
-// console (/api/console): people sign in with their organisation's account, and the console
+// console (/console): people sign in with their organisation's account, and the console
 // records them (X-MS-CLIENT-PRINCIPAL-NAME) in its audit trail. The HTTP API keeps its function
 // keys: its routes, and the Functions host's own /admin and /runtime paths, are excluded (the
 // list is console-auth-excluded-paths.json; tests/infra checks it against the app's routes).

@@ -30,6 +30,10 @@ from ..domain.errors import (
 
 logger = logging.getLogger(__name__)
 
+# host.json sets no route prefix (extensions.http.routePrefix ""): the API's routes carry this
+# one themselves, so the console can live at /console beside it.
+API_PREFIX = "api"
+FUNCTION_KEY = func.AuthLevel.FUNCTION  # every API route takes a function key
 PROBLEM_JSON = "application/problem+json"
 RETRY_AFTER_SECONDS = 30  # a backing service out of reach
 RETRY_CONFLICT_AFTER_SECONDS = 5  # a request in flight, a session lock held elsewhere
@@ -138,7 +142,12 @@ def endpoint(function: HttpFunction) -> HttpFunction:
     return wrapper
 
 
+def api_route(route: str) -> str:
+    """The route of an API function: ``api/<route>``."""
+    return f"{API_PREFIX}/{route}"
+
+
 def url_for(req: func.HttpRequest, path: str) -> str:
     """The absolute URL of ``/api/<path>`` on the host that received ``req``."""
-    base = req.url.split("/api/", 1)[0]
-    return f"{base}/api/{path}"
+    base = req.url.split(f"/{API_PREFIX}/", 1)[0]
+    return f"{base}/{api_route(path)}"

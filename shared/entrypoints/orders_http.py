@@ -9,7 +9,7 @@ import azure.functions as func
 
 from ..bootstrap import container
 from ..service_layer.orders import get_order_status, submit_order
-from .http import endpoint, json_response
+from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import header_key, json_body, route_value
 from .views import order_status_view, order_url, order_view
 
@@ -21,7 +21,7 @@ MAX_BODY_BYTES = 256 * 1024  # Service Bus standard tier's message size limit
 EXAMPLE = '{"customer_email": "...", "card_token": "...", "lines": [...]}'
 
 
-@bp.route(route="orders", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route=api_route("orders"), methods=["POST"], auth_level=FUNCTION_KEY)
 @endpoint
 def submit_order_http(req: func.HttpRequest) -> func.HttpResponse:
     """202 once the order's tasks are enqueued, with a Location to follow the order. With an
@@ -44,7 +44,7 @@ def submit_order_http(req: func.HttpRequest) -> func.HttpResponse:
     )
 
 
-@bp.route(route="orders/{job_id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route=api_route("orders/{job_id}"), methods=["GET"], auth_level=FUNCTION_KEY)
 @endpoint
 def get_order(req: func.HttpRequest) -> func.HttpResponse:
     """Where the order stands: accepted, running (the next step), completed (order number and

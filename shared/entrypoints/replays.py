@@ -18,7 +18,7 @@ from ..service_layer.bulk_replay import (
     request_bulk_replay,
     run_bulk_replay,
 )
-from .http import endpoint, json_response
+from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import MAX_FILTER_LENGTH, json_body, route_value
 from .views import replay_request_url, request_view
 
@@ -30,7 +30,7 @@ MAX_BODY_BYTES = 4096
 EXAMPLE = '{"task": "ProcessPayment", "reason": "PaymentProviderUnavailable"}'
 
 
-@bp.route(route="replays", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route=api_route("replays"), methods=["POST"], auth_level=FUNCTION_KEY)
 @endpoint
 def request_replay(req: func.HttpRequest) -> func.HttpResponse:
     """Replay every failed session that failed at a task and/or with a reason, in the
@@ -53,7 +53,7 @@ def request_replay(req: func.HttpRequest) -> func.HttpResponse:
     )
 
 
-@bp.route(route="replays/{request_id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route=api_route("replays/{request_id}"), methods=["GET"], auth_level=FUNCTION_KEY)
 @endpoint
 def get_replay(req: func.HttpRequest) -> func.HttpResponse:
     """Progress of a bulk replay: status, sessions found, sent, taken by another replay and

@@ -27,15 +27,15 @@ def _trigger(name: str) -> dict[str, Any]:
 
 # name -> (route, methods) of every HTTP function; all take a function key.
 HTTP_ROUTES = {
-    "submit_order_http": ("orders", ["POST"]),
-    "get_order": ("orders/{job_id}", ["GET"]),
-    "list_failed_sessions": ("failed-sessions", ["GET"]),
-    "failed_session_groups": ("failed-session-groups", ["GET"]),
-    "get_failed_session": ("failed-sessions/{session_id}", ["GET"]),
-    "replay_failed_session": ("failed-sessions/{session_id}/replay", ["POST"]),
-    "request_replay": ("replays", ["POST"]),
-    "get_replay": ("replays/{request_id}", ["GET"]),
-    "get_import": ("imports/{job_id}", ["GET"]),
+    "submit_order_http": ("api/orders", ["POST"]),
+    "get_order": ("api/orders/{job_id}", ["GET"]),
+    "list_failed_sessions": ("api/failed-sessions", ["GET"]),
+    "failed_session_groups": ("api/failed-session-groups", ["GET"]),
+    "get_failed_session": ("api/failed-sessions/{session_id}", ["GET"]),
+    "replay_failed_session": ("api/failed-sessions/{session_id}/replay", ["POST"]),
+    "request_replay": ("api/replays", ["POST"]),
+    "get_replay": ("api/replays/{request_id}", ["GET"]),
+    "get_import": ("api/imports/{job_id}", ["GET"]),
 }
 
 
@@ -89,10 +89,19 @@ def test_message_actions_is_not_a_binding_but_an_annotated_parameter() -> None:
         assert [b["name"] for b in _functions()[name]["bindings"]] == ["message"]
 
 
+def test_host_json_sets_no_route_prefix_so_routes_carry_their_own() -> None:
+    # The API's routes are api/..., the console's console/...: their URLs are /api/... and
+    # /console/..., so the console's cookie and Easy Auth's rule can be scoped to /console.
+    host = json.loads((Path(__file__).parents[2] / "host.json").read_text())
+    assert host["extensions"]["http"]["routePrefix"] == ""
+    routes = [t["route"] for f in _functions().values() for t in f["bindings"] if "route" in t]
+    assert routes and all(r.split("/")[0] in ("api", "console") for r in routes)
+
+
 def test_orders_is_a_function_key_post_only_route() -> None:
     trigger = _trigger("submit_order_http")
     assert trigger["type"] == "httpTrigger"
-    assert trigger["route"] == "orders"
+    assert trigger["route"] == "api/orders"
     assert trigger["methods"] == ["POST"]
     assert trigger["authLevel"] == func.AuthLevel.FUNCTION.name
 
@@ -141,6 +150,6 @@ def test_the_readme_documents_every_http_route_with_a_curl_example() -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     section = readme.split("## HTTP API", 1)[1].split("\n## ", 1)[0]
     for name, (route, methods) in HTTP_ROUTES.items():
-        assert f"{methods[0]} /api/{route}" in section, name
-        first = route.split("/{", 1)[0]
+        assert f"{methods[0]} /{route}" in section, name
+        first = route.removeprefix("api/").split("/{", 1)[0]
         assert f"$API/{first}" in section, f"{name} has no curl example"

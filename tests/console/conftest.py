@@ -76,7 +76,7 @@ class Console:
 
     @property
     def url(self) -> str:
-        return f"{self.stack.api_url}/console"
+        return self.stack.console_url
 
 
 def _host_json() -> dict[str, Any]:

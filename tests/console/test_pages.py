@@ -47,7 +47,7 @@ def test_the_console_asks_for_the_key_once_and_keeps_it_in_a_strict_http_only_co
     assert cookie["value"] == HOST_KEY
     assert cookie["httpOnly"] is True
     assert cookie["sameSite"] == "Strict"
-    assert cookie["path"] == "/api/console"
+    assert cookie["path"] == "/console"
     assert page.evaluate("document.cookie") == ""  # no script can read it
     page.goto(f"{console.url}/failures")  # the next page needs no key again
     expect(page.get_by_role("heading", level=1)).to_have_text("Failure groups")

@@ -46,7 +46,7 @@ def _http_routes(auth_level: str) -> list[str]:
     for function in FUNCTIONS.values():
         (trigger,) = [b for b in function["bindings"] if b["type"] == "httpTrigger"] or [None]
         if trigger and trigger["authLevel"] == auth_level:
-            routes.append("/api/" + re.sub(r"\{[^}]+\}", "some-id", trigger["route"]))
+            routes.append("/" + re.sub(r"\{[^}]+\}", "some-id", trigger["route"]))
     return routes
 
 
@@ -70,12 +70,13 @@ def test_every_api_route_keeps_its_function_key_and_every_console_route_is_prote
     console = _http_routes("ANONYMOUS")
     assert api and console
     assert [path for path in api if not _excluded(path, patterns)] == []
-    assert all(path.startswith("/api/console") for path in console)
+    assert all(path.split("/")[1] == "console" for path in console)
     assert [path for path in console if _excluded(path, patterns)] == []
     # The host's own endpoints take the master key or a system key, not a browser sign-in.
     assert _excluded("/admin/host/status", patterns)
     assert _excluded("/runtime/webhooks/eventgrid", patterns)
-    assert not _excluded("/api/console", patterns)
+    assert not _excluded("/console", patterns)
+    assert not _excluded("/console/sessions/some-id", patterns)
 
 
 def test_main_deploys_easy_auth_when_the_console_has_an_app_registration() -> None:

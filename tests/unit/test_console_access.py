@@ -18,7 +18,7 @@ EASY_AUTH = ConsoleAccessSettings(easy_auth=True)
 
 
 def _identify(settings: ConsoleAccessSettings, **headers: str) -> Operator | None:
-    return identify(settings, headers, path="/api/console", secure=True)
+    return identify(settings, headers, path="/console", secure=True)
 
 
 def test_the_settings_take_the_host_keys_and_easy_auth_from_the_app_settings() -> None:
@@ -57,7 +57,7 @@ def test_behind_easy_auth_the_signed_in_user_is_named_and_gets_a_csrf_cookie() -
     assert operator.set_cookie is not None
     assert operator.set_cookie.startswith(f"{CSRF_COOKIE}={operator.csrf_token}; ")
     assert "HttpOnly" in operator.set_cookie and "SameSite=Strict" in operator.set_cookie
-    assert "Path=/api/console" in operator.set_cookie and "Secure" in operator.set_cookie
+    assert "Path=/console" in operator.set_cookie and "Secure" in operator.set_cookie
     again = _identify(
         EASY_AUTH,
         cookie=f"{CSRF_COOKIE}={operator.csrf_token}",

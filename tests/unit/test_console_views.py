@@ -26,13 +26,13 @@ def test_a_large_body_is_cut_and_says_so() -> None:
 
 
 def test_session_ids_with_slashes_stay_one_path_segment() -> None:
-    assert session_path("/api/console", "job/7 #1") == "/api/console/sessions/job%2F7%20%231"
+    assert session_path("/console", "job/7 #1") == "/console/sessions/job%2F7%20%231"
 
 
 def test_templates_escape_what_they_render() -> None:
     page = render(
         "error.html",
-        base="/api/console",
+        base="/console",
         operator=None,
         nav="",
         status=404,

@@ -1,4 +1,4 @@
-"""The operator console, served by the function app under ``/api/console`` (see
+"""The operator console, served by the function app at ``/console`` (see
 ``docs/console.md``): ``frame`` lets people in and serves the assets, ``pages`` renders what
 the services read, ``actions`` carries out what operators decide."""
 

@@ -44,7 +44,7 @@ class Visit:
 
     req: func.HttpRequest
     operator: Operator
-    base: str  # the console's path, e.g. /api/console
+    base: str  # the console's path, ``/console``
     form: dict[str, str] = field(default_factory=dict)
 
     def page(
@@ -161,7 +161,7 @@ def console_static(req: func.HttpRequest) -> func.HttpResponse:
 
 
 def console_base(url: str) -> str:
-    """The console's own path (``/api/console`` under the default route prefix)."""
+    """The console's own path (``/console``: host.json sets no route prefix)."""
     path = urlsplit(url).path
     return path[: path.index("/console") + len("/console")]
 
