@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 from .adapters import parts as adapters
 from .config import Settings
 from .domain.pipelines import PRODUCT_IMPORT, PURCHASE
+from .service_layer.history import Progress
 from .service_layer.idempotency import IdempotentRequests
 from .service_layer.import_tasks import import_tasks
 from .service_layer.observers import import_progress_observer, order_progress_observer
+from .service_layer.overview import Sources
 from .service_layer.processor import RetryPolicy, SessionProcessor
 from .service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
 
@@ -127,6 +129,17 @@ class Container:
     idempotent_requests: Part[IdempotentRequests] = Part(
         lambda c: IdempotentRequests(c.idempotency_records)
     )
+    # What the operator's overview and a session's history read.
+    overview_sources: Part[Sources] = Part(
+        lambda c: Sources(
+            c.archive,
+            c.dead_letter_counter,
+            c.order_progress,
+            c.import_manifests,
+            c.import_progress,
+        )
+    )
+    replay_progress: Part[Progress] = Part(lambda c: Progress(c.order_progress, c.import_progress))
     # Adapters, each built by ``shared.adapters.parts`` from the clients below.
     catalog: Part[ProductCatalog] = Part(lambda c: adapters.catalog(c._table_service))
     order_numbers: Part[OrderNumbers] = Part(lambda c: adapters.order_numbers(c._table_service))

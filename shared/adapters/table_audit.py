@@ -1,14 +1,19 @@
 """The operators' audit trail in Table Storage (table ``operatoraudit``): one partition per
-failed session (its id, escaped), one row per action, keyed by time so a partition read is
-the session's history in order. Entries are inserted, never updated."""
+failed session (its id, escaped), one row per action. An entry with a ``key`` is keyed by a
+digest of (action, key), so recording it again (a repeated request) finds it there and changes
+nothing; the others by a random id. Entries are inserted, never updated; a history is read in
+the order of their times."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import uuid
 from dataclasses import asdict
 from typing import Any
 
+from azure.core.exceptions import ResourceExistsError
 from azure.data.tables import TableClient
 
 from ..domain.audit import AuditEntry, Change, MessageEdit
@@ -26,12 +31,18 @@ class TableAuditTrail:
 
     @translated(TABLE_STORAGE)
     def record(self, entry: AuditEntry) -> None:
+        if entry.key:
+            row_key = hashlib.sha256(f"{entry.action}\n{entry.key}".encode()).hexdigest()
+        else:
+            row_key = uuid.uuid4().hex
+        with contextlib.suppress(ResourceExistsError):  # recorded by an earlier run of it
+            self._create(entry, row_key)
+
+    def _create(self, entry: AuditEntry, row_key: str) -> None:
         self._table.create_entity(
             {
                 "PartitionKey": table_key(entry.session_id),
-                # Time first, so rows sort in the order they happened; the suffix keeps two
-                # actions in the same microsecond apart.
-                "RowKey": f"{entry.at}|{uuid.uuid4().hex}",
+                "RowKey": row_key,
                 "session_id": entry.session_id,
                 "action": entry.action,
                 "who": entry.who,
@@ -39,6 +50,7 @@ class TableAuditTrail:
                 "note": entry.note,
                 "new_session_id": entry.new_session_id,
                 "edits": json.dumps([asdict(edit) for edit in entry.edits], default=str),
+                "key": entry.key,
             }
         )
 
@@ -47,7 +59,8 @@ class TableAuditTrail:
         entities = self._table.query_entities(
             "PartitionKey eq @pk", parameters={"pk": table_key(session_id)}
         )
-        return [_entry(e) for e in sorted(entities, key=lambda e: str(e["RowKey"]))]
+        ordered = sorted(entities, key=lambda e: (str(e["at"]), str(e["RowKey"])))
+        return [_entry(e) for e in ordered]
 
 
 def _entry(entity: Any) -> AuditEntry:
@@ -58,6 +71,7 @@ def _entry(entity: Any) -> AuditEntry:
         at=entity["at"],
         note=entity["note"],
         new_session_id=entity.get("new_session_id"),
+        key=entity.get("key") or "",
         edits=tuple(
             MessageEdit(
                 row_key=edit["row_key"],

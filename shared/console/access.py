@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from http.cookies import SimpleCookie
 
 from ..config import ConsoleAccessSettings
+from ..domain.audit import key_holder
 
 KEY_COOKIE = "console_key"
 CSRF_COOKIE = "console_csrf"
@@ -74,11 +75,6 @@ def identify(
 def is_key(settings: ConsoleAccessSettings, key: str) -> bool:
     """Whether ``key`` is one of the host's keys (compared in constant time)."""
     return any(hmac.compare_digest(key.encode(), known.encode()) for known in settings.keys)
-
-
-def key_holder(key: str) -> str:
-    """How the audit trail names whoever used a key, without writing the key down."""
-    return f"function key {hashlib.sha256(key.encode()).hexdigest()[:8]}"
 
 
 def csrf_token_for(key: str) -> str:

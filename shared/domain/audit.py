@@ -3,6 +3,7 @@ note is required) and, for an edited replay, what changed in each message (a JSO
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -37,6 +38,10 @@ class MessageEdit:
 
 @dataclass(frozen=True)
 class AuditEntry:
+    """``key`` names the request that did it (its Idempotency-Key, or the bulk request's): an
+    entry is recorded once per (session, action, key), so a request repeated after a crash
+    records nothing twice."""
+
     session_id: str
     action: Action
     who: str
@@ -44,6 +49,7 @@ class AuditEntry:
     note: str
     new_session_id: str | None = None
     edits: tuple[MessageEdit, ...] = field(default_factory=tuple)
+    key: str = ""
 
 
 def json_diff(before: Any, after: Any, path: str = "") -> list[Change]:
@@ -85,6 +91,11 @@ def required_note(note: str | None) -> str:
     if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
         raise InvalidInput("note", "must be valid Unicode text (it holds a lone surrogate)")
     return text
+
+
+def key_holder(key: str) -> str:
+    """How the audit trail names whoever used a function key, without writing the key down."""
+    return f"function key {hashlib.sha256(key.encode()).hexdigest()[:8]}"
 
 
 def changed_messages(edits: Sequence[MessageEdit]) -> tuple[MessageEdit, ...]:

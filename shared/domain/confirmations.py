@@ -9,12 +9,11 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
 
 from .archive import SummaryFilter
 from .errors import Conflict
+from .replays import BulkAction
 
-BulkAction = Literal["bulk-replay", "bulk-resolve"]
 TOKEN_LIFETIME = timedelta(minutes=15)
 
 
@@ -83,7 +82,8 @@ def check(
     """Raises ``ConfirmationRefused`` unless ``confirmation`` still covers ``session_ids``."""
     if confirmation.action != action:
         raise ConfirmationRefused(
-            f"This token confirms a {confirmation.action}, not a {action}: preview the {action}."
+            f"This token confirms a bulk {confirmation.action}, not a bulk {action}: preview "
+            f"the bulk {action}."
         )
     if datetime.fromisoformat(confirmation.expires_at) <= now:
         raise ConfirmationRefused(

@@ -56,17 +56,23 @@ def request_replay(req: func.HttpRequest) -> func.HttpResponse:
 @bp.route(route=api_route("replays/{request_id}"), methods=["GET"], auth_level=FUNCTION_KEY)
 @endpoint
 def get_replay(req: func.HttpRequest) -> func.HttpResponse:
-    """Progress of a bulk replay: status, sessions found, sent, taken by another replay and
-    failed (with the first errors); ``failure`` says why when it ended in the poison queue."""
-    request_id = route_value(req, "request_id")
-    try:
-        # Request ids are UUIDs; anything else ('#', '?', ...) is no key the table could hold.
-        uuid.UUID(request_id)
-    except ValueError:
-        raise ReplayRequestNotFound(request_id) from None
+    """Progress of a bulk replay (or resolution): status, sessions found, sent (resolved),
+    taken by another replay or resolution, and failed (with the first errors); ``failure``
+    says why when it ended in the poison queue."""
+    request_id = request_id_of(route_value(req, "request_id"))
     return json_response(
         200, request_view(get_bulk_replay(container().replay_requests, request_id))
     )
+
+
+def request_id_of(value: str) -> str:
+    """Request ids are UUIDs; anything else ('#', '?', ...) is no key the table could hold,
+    so no request: raises ``ReplayRequestNotFound``."""
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        raise ReplayRequestNotFound(value) from None
+    return value
 
 
 @bp.queue_trigger(
@@ -84,7 +90,14 @@ def replay_requests(msg: func.QueueMessage) -> None:
         ) from error
     c = container()
     try:
-        run_bulk_replay(c.replay_requests, c.archive, c.resender, c.session_seeder, request_id)
+        run_bulk_replay(
+            c.replay_requests,
+            c.archive,
+            c.resender,
+            c.session_seeder,
+            request_id,
+            audit=c.audit_trail,
+        )
     except ReplayRequestNotFound:
         logger.error("Replay request %s does not exist; the message is dropped.", request_id)
     except Exception as error:

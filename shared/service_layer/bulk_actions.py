@@ -1,8 +1,8 @@
-"""Bulk actions on failed sessions in two steps: ``preview_bulk_replay`` counts the sessions and
-groups a replay would touch and issues a confirmation token; ``confirm_bulk_replay`` redeems it
-(once), checks that the selection still holds exactly those sessions, and only then queues the
-replay, whose run claims each session like a single replay does. Each session's history
-records who asked for it and why."""
+"""Bulk actions on failed sessions in two steps: ``preview_bulk_action`` counts the sessions and
+groups a bulk replay (or resolution) would touch and issues a confirmation token;
+``confirm_bulk_action`` redeems it (once), checks that the selection still holds exactly those
+sessions, and only then queues the request, whose run claims each session like a single replay
+or resolution does and records who asked for it and why in each session's history."""
 
 from __future__ import annotations
 
@@ -11,50 +11,52 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from ..domain.archive import FAILED
-from ..domain.audit import AuditEntry, required_note
+from ..domain.audit import required_note
 from ..domain.confirmations import GroupCount, Preview, Selection, check, digest_of, expiry
 from ..domain.errors import InvalidInput
-from ..domain.replays import ReplayRequest
+from ..domain.replays import BulkAction, ReplayRequest
 from .bulk_replay import request_bulk_replay
 from .failed_sessions import every_session
-from .operator_ports import AuditTrail, Confirmations
-from .ports import (
-    DeadLetterArchive,
-    ReplayQueue,
-    ReplayRequestStore,
-)
+from .operator_ports import Confirmations
+from .ports import DeadLetterArchive, ReplayQueue, ReplayRequestStore
 
 Clock = Callable[[], datetime]
+ACTIONS: tuple[BulkAction, ...] = ("replay", "resolve")
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def preview_bulk_replay(
+def bulk_action(value: object) -> BulkAction:
+    """``value`` as a bulk action; raises ``InvalidInput`` ("action")."""
+    for action in ACTIONS:
+        if value == action:
+            return action
+    raise InvalidInput("action", f"must be one of {', '.join(ACTIONS)}")
+
+
+def preview_bulk_action(
     archive: DeadLetterArchive,
     confirmations: Confirmations,
+    action: BulkAction,
     selection: Selection,
     *,
     clock: Clock = _now,
 ) -> Preview:
-    """How many failed sessions of which groups a bulk replay of ``selection`` would replay,
-    and the token that confirms exactly those. Raises ``InvalidInput`` for an empty selection
-    or one that matches nothing."""
+    """How many failed sessions of which groups a bulk ``action`` of ``selection`` would
+    touch, and the token that confirms exactly those. Raises ``InvalidInput`` for a selection
+    without task and reason, or one that matches nothing."""
     if not (selection.task or selection.reason):
         raise InvalidInput("task", "give a task and/or a reason to choose the sessions")
     if selection.fingerprint:
-        raise InvalidInput("fingerprint", "a bulk replay chooses by queue, task and reason")
+        raise InvalidInput("fingerprint", "a bulk action chooses by queue, task and reason")
     sessions = _selected(archive, selection)
     if not sessions:
-        raise InvalidInput("reason", "matches no failed session: nothing to replay")
+        raise InvalidInput("reason", f"matches no failed session: nothing to {action}")
     counts = Counter((queue, task, reason) for _, queue, task, reason in sessions)
     confirmation = confirmations.issue(
-        "bulk-replay",
-        selection,
-        len(sessions),
-        digest_of(s[0] for s in sessions),
-        expiry(clock()),
+        action, selection, len(sessions), digest_of(s[0] for s in sessions), expiry(clock())
     )
     groups = tuple(
         GroupCount(queue, task, reason, n)
@@ -63,35 +65,38 @@ def preview_bulk_replay(
     return Preview(confirmation, groups)
 
 
-def confirm_bulk_replay(
+def confirm_bulk_action(
     archive: DeadLetterArchive,
     confirmations: Confirmations,
     requests: ReplayRequestStore,
     queue: ReplayQueue,
-    audit: AuditTrail,
+    action: BulkAction,
     token: str,
     *,
     who: str,
     note: str | None,
     clock: Clock = _now,
 ) -> ReplayRequest:
-    """Queue the bulk replay the token confirms. Raises ``InvalidInput`` ("note") before the
-    token is used, and ``ConfirmationRefused`` when the token is unknown, used, expired, or
-    the selection no longer holds the sessions the preview counted."""
+    """Queue the bulk ``action`` the token confirms. Raises ``InvalidInput`` ("note") before
+    the token is used, and ``ConfirmationRefused`` when the token is unknown, used, expired,
+    for the other action, or the selection no longer holds the sessions the preview
+    counted."""
     why = required_note(note)
     confirmation = confirmations.redeem(token)
     sessions = _selected(archive, confirmation.selection)
-    check(confirmation, "bulk-replay", (s[0] for s in sessions), clock())
+    check(confirmation, action, (s[0] for s in sessions), clock())
     selection = confirmation.selection
-    request = request_bulk_replay(
-        requests, queue, queue_name=selection.queue, task=selection.task, reason=selection.reason
+    return request_bulk_replay(
+        requests,
+        queue,
+        queue_name=selection.queue,
+        task=selection.task,
+        reason=selection.reason,
+        action=action,
+        who=who,
+        note=why,
+        clock=clock,
     )
-    at = clock().isoformat()
-    for session_id, *_ in sessions:
-        audit.record(
-            AuditEntry(session_id, "bulk-replay", who, at, f"{why} ({request.request_id})")
-        )
-    return request
 
 
 def _selected(

@@ -16,12 +16,14 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
 from ..domain.archive import (
+    REPLAY,
     REPLAYED,
     AlreadyReplayed,
     ArchivedMessage,
     ReplayClaim,
     ReplayIncomplete,
     SessionNotArchived,
+    claimed_elsewhere,
     pipeline_of,
     replay_session_id,
     summarize,
@@ -122,8 +124,8 @@ def _replay(
     claim = archive.claim_replay(
         session_id, ReplayClaim(idempotency_key, new_session_id, clock().isoformat())
     )
-    if claim.key != idempotency_key:
-        raise AlreadyReplayed(session_id, claim)
+    if not claim.holds(idempotency_key, REPLAY):
+        raise claimed_elsewhere(session_id, claim)
     elsewhere = [r for r in rows if r.status == REPLAYED and r.replay_key != idempotency_key]
     if elsewhere:  # rows replayed before claims were recorded
         raise AlreadyReplayed(

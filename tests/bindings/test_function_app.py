@@ -36,6 +36,15 @@ HTTP_ROUTES = {
     "request_replay": ("api/replays", ["POST"]),
     "get_replay": ("api/replays/{request_id}", ["GET"]),
     "get_import": ("api/imports/{job_id}", ["GET"]),
+    "get_order_by_number": ("api/order-numbers/{order_number}", ["GET"]),
+    "failed_session_fingerprints": ("api/failed-session-fingerprints", ["GET"]),
+    "failed_session_fingerprint": ("api/failed-session-fingerprints/{fingerprint}", ["GET"]),
+    "failed_session_history": ("api/failed-sessions/{session_id}/history", ["GET"]),
+    "edit_and_replay_session": ("api/failed-sessions/{session_id}/edit-and-replay", ["POST"]),
+    "resolve_failed_session": ("api/failed-sessions/{session_id}/resolve", ["POST"]),
+    "preview_bulk": ("api/bulk-previews", ["POST"]),
+    "confirm_bulk": ("api/bulk-actions", ["POST"]),
+    "get_overview": ("api/overview", ["GET"]),
 }
 
 
@@ -51,9 +60,12 @@ CONSOLE_ROUTES = {
     "console_static": ("console/static/{name}", ["GET"]),
     "console_replay": ("console/sessions/{session_id}/replay", ["POST"]),
     "console_edit": ("console/sessions/{session_id}/edit", ["GET", "POST"]),
-    "console_bulk_replay_preview": ("console/bulk-replay/preview", ["POST"]),
-    "console_bulk_replay": ("console/bulk-replay", ["POST"]),
-    "console_replay_progress": ("console/replays/{request_id}", ["GET"]),
+    "console_resolve": ("console/sessions/{session_id}/resolve", ["POST"]),
+    "console_bulk_preview": ("console/bulk/preview", ["POST"]),
+    "console_bulk_confirm": ("console/bulk", ["POST"]),
+    "console_bulk_progress": ("console/bulk/{request_id}", ["GET"]),
+    "console_order": ("console/orders", ["GET"]),
+    "console_import": ("console/imports/{job_id}", ["GET"]),
 }
 
 

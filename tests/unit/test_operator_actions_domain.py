@@ -49,23 +49,21 @@ def test_a_note_is_kept_trimmed() -> None:
 
 
 def _confirmation(ids: list[str], *, expires: datetime) -> Confirmation:
-    return Confirmation(
-        "t", "bulk-replay", Selection(), len(ids), digest_of(ids), expires.isoformat()
-    )
+    return Confirmation("t", "replay", Selection(), len(ids), digest_of(ids), expires.isoformat())
 
 
 def test_a_confirmation_covers_the_same_sessions_in_any_order_before_it_expires() -> None:
     confirmation = _confirmation(["a", "b"], expires=NOW + timedelta(minutes=1))
-    check(confirmation, "bulk-replay", ["b", "a"], NOW)
+    check(confirmation, "replay", ["b", "a"], NOW)
 
 
 @pytest.mark.parametrize(
     ("action", "ids", "now", "says"),
     [
-        ("bulk-resolve", ["a", "b"], NOW, "confirms a bulk-replay"),
-        ("bulk-replay", ["a", "b", "c"], NOW, "2 session(s) then, 3 now"),
-        ("bulk-replay", ["a"], NOW, "2 session(s) then, 1 now"),
-        ("bulk-replay", ["a", "b"], NOW + timedelta(minutes=2), "expired"),
+        ("resolve", ["a", "b"], NOW, "confirms a bulk replay"),
+        ("replay", ["a", "b", "c"], NOW, "2 session(s) then, 3 now"),
+        ("replay", ["a"], NOW, "2 session(s) then, 1 now"),
+        ("replay", ["a", "b"], NOW + timedelta(minutes=2), "expired"),
     ],
 )
 def test_a_confirmation_refuses_another_action_another_selection_or_a_late_use(

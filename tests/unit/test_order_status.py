@@ -17,8 +17,10 @@ from shared.service_layer.ports import DeadLetter
 from shared.service_layer.processor import IncomingMessage, Outcome, SessionProcessor
 from shared.service_layer.replay import replay_session
 from tests.fakes import (
+    InMemoryAuditTrail,
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterQueue,
+    InMemoryImportProgress,
     InMemoryOrderProgress,
     InMemoryResender,
     InMemorySessionActions,
@@ -90,6 +92,8 @@ class Store:
             order_numbers=self.shop.order_numbers,
             payments=self.shop.payments,
             archive=self.archive,
+            audit=InMemoryAuditTrail(),
+            imports=InMemoryImportProgress(),
         )
 
 

@@ -1,11 +1,11 @@
-"""The console's actions on failed sessions: each a POST carrying the page's CSRF token (checked
-by ``console_view``) and an action id, carried out by one service and answered with a redirect
-to the page that shows its outcome (or an error page saying why not)."""
+"""The console's actions on one failed session: each a POST carrying the page's CSRF token
+(checked by ``console_view``) and an action id (the request's Idempotency-Key), carried out
+by one service and answered with a redirect to the session's page, which shows the outcome
+(or an error page saying why not)."""
 
 from __future__ import annotations
 
 import uuid
-from urllib.parse import quote
 
 import azure.functions as func
 
@@ -13,11 +13,13 @@ from ...bootstrap import container
 from ...console import views
 from ...domain.errors import InvalidInput
 from ...service_layer.failed_sessions import get_failed_session
-from ...service_layer.operator_actions import edit_and_replay, replay_for_operator
+from ...service_layer.operator_actions import console_key, edit_and_replay, replay_for_operator
+from ...service_layer.resolve import resolve_session
 from ..http_input import route_value
 from .frame import ANONYMOUS, Visit, console_view, redirect
 
 bp = func.Blueprint()
+BODY = "body:"  # the form field of an edited body: body:<row key>
 
 
 @bp.route(route="console/sessions/{session_id}/replay", methods=["POST"], auth_level=ANONYMOUS)
@@ -25,18 +27,18 @@ bp = func.Blueprint()
 def console_replay(visit: Visit) -> func.HttpResponse:
     session_id = route_value(visit.req, "session_id")
     c = container()
-    result = replay_for_operator(
+    replay_for_operator(
         c.archive,
         c.resender,
         c.session_seeder,
         c.audit_trail,
         session_id,
-        action_id=visit.form.get("action_id", ""),
+        key=console_key(visit.form.get("action_id", "")),
         who=visit.operator.name,
         note=visit.form.get("note", ""),
+        requests=c.idempotent_requests,
     )
-    page = f"{visit.base}/sessions/{quote(session_id, safe='')}"
-    return redirect(f"{page}?replayed={quote(result.new_session_id, safe='')}")
+    return redirect(views.session_path(visit.base, session_id))
 
 
 @bp.route(route="console/sessions/{session_id}/edit", methods=["GET", "POST"], auth_level=ANONYMOUS)
@@ -51,22 +53,22 @@ def console_edit(visit: Visit) -> func.HttpResponse:
     error = None
     if visit.req.method == "POST":
         try:
-            result = edit_and_replay(
+            edit_and_replay(
                 c.archive,
                 c.resender,
                 c.session_seeder,
                 c.audit_trail,
                 session_id,
                 edited,
-                action_id=visit.form.get("action_id", ""),
+                key=console_key(visit.form.get("action_id", "")),
                 who=visit.operator.name,
                 note=visit.form.get("note"),
+                requests=c.idempotent_requests,
             )
         except InvalidInput as invalid:
             error = invalid
         else:
-            page = views.session_path(visit.base, session_id)
-            return redirect(f"{page}?replayed={quote(result.new_session_id, safe='')}")
+            return redirect(views.session_path(visit.base, session_id))
     return visit.page(
         "edit.html",
         http_status=400 if error else 200,
@@ -82,4 +84,19 @@ def console_edit(visit: Visit) -> func.HttpResponse:
     )
 
 
-BODY = "body:"
+@bp.route(route="console/sessions/{session_id}/resolve", methods=["POST"], auth_level=ANONYMOUS)
+@console_view
+def console_resolve(visit: Visit) -> func.HttpResponse:
+    """Resolve the session without a replay, with a required note."""
+    session_id = route_value(visit.req, "session_id")
+    c = container()
+    resolve_session(
+        c.archive,
+        c.audit_trail,
+        session_id,
+        console_key(visit.form.get("action_id", "")),
+        who=visit.operator.name,
+        note=visit.form.get("note"),
+        requests=c.idempotent_requests,
+    )
+    return redirect(views.session_path(visit.base, session_id))

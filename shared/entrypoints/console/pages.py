@@ -1,5 +1,6 @@
 """The console's read-only pages: the overview, failure groups, their sessions, a session's
-timeline. Each calls one service and renders one template."""
+timeline and history, an order found by job id or order number, an import job's progress.
+Each calls the services and renders one template."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import azure.functions as func
 from ...bootstrap import container
 from ...console import views
 from ...domain.archive import SummaryFilter
+from ...domain.errors import NotFound
 from ...service_layer.failed_sessions import (
     MAX_PAGE_SIZE,
     get_failed_session,
@@ -17,27 +19,30 @@ from ...service_layer.failed_sessions import (
     list_failed_sessions,
 )
 from ...service_layer.fingerprints import failure_fingerprints, sessions_with_fingerprint
-from ...service_layer.operator_actions import history
-from ...service_layer.overview import WAITING_COUNT_MAX, overview
-from ..http_input import route_value
+from ...service_layer.history import session_history
+from ...service_layer.imports import get_import_status
+from ...service_layer.orders import find_order
+from ...service_layer.overview import ORDERS_COUNTED_MAX, WAITING_COUNT_MAX, overview
+from ..http_input import MAX_ID_LENGTH, query_text, route_value
 from .frame import ANONYMOUS, Visit, choice, console_view
 
 bp = func.Blueprint()
 
-STATUSES = ("failed", "replayed", "any")
+STATUSES = ("failed", "replayed", "resolved", "any")
 
 
 @bp.route(route="console", methods=["GET"], auth_level=ANONYMOUS)
 @console_view
 def console_overview(visit: Visit) -> func.HttpResponse:
     c = container()
-    now = overview(c.archive, c.dead_letter_counter, c.session_queues)
+    now = overview(c.overview_sources, c.session_queues)
     return visit.page(
         "overview.html",
         nav="overview",
         overview=now,
         groups=now.groups,
         waiting_max=WAITING_COUNT_MAX,
+        orders_max=ORDERS_COUNTED_MAX,
         query=views.sessions_query,
     )
 
@@ -58,10 +63,10 @@ def console_sessions(visit: Visit) -> func.HttpResponse:
     """A group's root causes (fingerprints) and its sessions, or one root cause's sessions."""
     params = visit.req.params
     status = choice(params.get("status"), STATUSES, "failed")
-    filters = {name: params.get(name) or None for name in ("queue", "task", "reason")}
+    filters = {name: query_text(visit.req, name) for name in ("queue", "task", "reason")}
     selected = SummaryFilter(**filters, status=None if status == "any" else status)
     archive = container().archive
-    wanted = params.get("fingerprint") or None
+    wanted = query_text(visit.req, "fingerprint")
     causes = failure_fingerprints(archive, selected)
     if wanted:
         sessions, continuation = sessions_with_fingerprint(archive, wanted, selected), None
@@ -90,17 +95,65 @@ def console_sessions(visit: Visit) -> func.HttpResponse:
 @bp.route(route="console/sessions/{session_id}", methods=["GET"], auth_level=ANONYMOUS)
 @console_view
 def console_session(visit: Visit) -> func.HttpResponse:
+    """A session's failure, its history (each replay with its outcome, refreshed while one is
+    in progress) and its timeline; the actions an operator may take on it."""
     session_id = route_value(visit.req, "session_id")
     c = container()
     summary, rows = get_failed_session(c.archive, session_id)
+    history = session_history(c.archive, c.audit_trail, c.replay_progress, session_id)
     return visit.page(
         "session.html",
         nav="failures",
         summary=summary,
         context=views.context_items(summary),
         entries=views.timeline(rows),
-        history=history(c.audit_trail, session_id),
+        history=history,
+        in_progress=any(r.outcome == "in progress" for r in history.replays),
         action_id=uuid.uuid4().hex,
         session_path=views.session_path,
         query=views.sessions_query,
     )
+
+
+@bp.route(route="console/orders", methods=["GET"], auth_level=ANONYMOUS)
+@console_view
+def console_order(visit: Visit) -> func.HttpResponse:
+    """An order found by its job id or its order number: where it stands, and its replays;
+    refreshed while it runs."""
+    reference = query_text(visit.req, "ref", max_length=MAX_ID_LENGTH)
+    order, missing = None, None
+    if reference:
+        c = container()
+        try:
+            order = find_order(
+                reference,
+                progress=c.order_progress,
+                order_numbers=c.order_numbers,
+                payments=c.payments,
+                archive=c.archive,
+                audit=c.audit_trail,
+                imports=c.import_progress,
+            )
+        except NotFound as error:
+            missing = str(error)
+    return visit.page(
+        "order.html",
+        http_status=404 if missing else 200,
+        nav="orders",
+        reference=reference or "",
+        order=order,
+        missing=missing,
+        query=views.sessions_query,
+        session_path=views.session_path,
+    )
+
+
+@bp.route(route="console/imports/{job_id}", methods=["GET"], auth_level=ANONYMOUS)
+@console_view
+def console_import(visit: Visit) -> func.HttpResponse:
+    """An import job's progress, refreshed until every row is imported or failed."""
+    c = container()
+    status = get_import_status(
+        c.import_manifests, c.import_progress, route_value(visit.req, "job_id")
+    )
+    return visit.page("import.html", nav="overview", job=status)
