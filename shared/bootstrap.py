@@ -20,6 +20,7 @@ from .service_layer.history import Progress
 from .service_layer.idempotency import IdempotentRequests
 from .service_layer.import_tasks import import_tasks
 from .service_layer.observers import import_progress_observer, order_progress_observer
+from .service_layer.orders import OrderLookup
 from .service_layer.overview import Sources
 from .service_layer.processor import RetryPolicy, SessionProcessor
 from .service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
@@ -140,6 +141,16 @@ class Container:
         )
     )
     replay_progress: Part[Progress] = Part(lambda c: Progress(c.order_progress, c.import_progress))
+    order_lookup: Part[OrderLookup] = Part(
+        lambda c: OrderLookup(
+            c.order_progress,
+            c.order_numbers,
+            c.payments,
+            c.archive,
+            c.audit_trail,
+            c.import_progress,
+        )
+    )
     # Adapters, each built by ``shared.adapters.parts`` from the clients below.
     catalog: Part[ProductCatalog] = Part(lambda c: adapters.catalog(c._table_service))
     order_numbers: Part[OrderNumbers] = Part(lambda c: adapters.order_numbers(c._table_service))

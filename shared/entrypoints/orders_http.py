@@ -8,7 +8,7 @@ import logging
 import azure.functions as func
 
 from ..bootstrap import container
-from ..service_layer.orders import find_order, get_order_status, submit_order
+from ..service_layer.orders import submit_order
 from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import header_key, json_body, route_value
 from .views import order_status_view, order_url, order_view
@@ -50,16 +50,7 @@ def get_order(req: func.HttpRequest) -> func.HttpResponse:
     """Where the order stands: accepted, running (the next step), completed (order number and
     total), failed (the task and why) or replayed (as which session), and the replays of its
     failed session with their outcomes (one that failed again is flagged); 404 unknown."""
-    c = container()
-    status = get_order_status(
-        route_value(req, "job_id"),
-        progress=c.order_progress,
-        order_numbers=c.order_numbers,
-        payments=c.payments,
-        archive=c.archive,
-        audit=c.audit_trail,
-        imports=c.import_progress,
-    )
+    status = container().order_lookup.status(route_value(req, "job_id"))
     return json_response(200, order_status_view(status))
 
 
@@ -68,16 +59,7 @@ def get_order(req: func.HttpRequest) -> func.HttpResponse:
 def get_order_by_number(req: func.HttpRequest) -> func.HttpResponse:
     """The order an order number was given to (a job id is found too), as GET
     /api/orders/{job_id} tells it, that URL in Content-Location; 404 when no order has it."""
-    c = container()
-    status = find_order(
-        route_value(req, "order_number"),
-        progress=c.order_progress,
-        order_numbers=c.order_numbers,
-        payments=c.payments,
-        archive=c.archive,
-        audit=c.audit_trail,
-        imports=c.import_progress,
-    )
+    status = container().order_lookup.find(route_value(req, "order_number"))
     return json_response(
         200, order_status_view(status), headers={"Content-Location": order_url(req, status.job_id)}
     )

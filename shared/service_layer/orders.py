@@ -135,27 +135,35 @@ def get_order_status(
     return replace(status, replays=tuple(chain))
 
 
-def find_order(
-    reference: str,
-    *,
-    progress: OrderProgress,
-    order_numbers: OrderNumbers,
-    payments: PaymentGateway,
-    archive: DeadLetterArchive,
-    audit: AuditTrail,
-    imports: ImportProgress,
-) -> OrderStatus:
-    """The order ``reference`` names: a job id, else an order number. Raises
-    ``OrderNotFound`` when it is neither."""
-    job_id = reference if progress.get(reference) is not None else order_numbers.job_of(reference)
-    if job_id is None:
-        raise OrderNotFound(reference)
-    return get_order_status(
-        job_id,
-        progress=progress,
-        order_numbers=order_numbers,
-        payments=payments,
-        archive=archive,
-        audit=audit,
-        imports=imports,
-    )
+@dataclass(frozen=True)
+class OrderLookup:
+    """Where orders stand, read from everything that records them."""
+
+    progress: OrderProgress
+    order_numbers: OrderNumbers
+    payments: PaymentGateway
+    archive: DeadLetterArchive
+    audit: AuditTrail
+    imports: ImportProgress
+
+    def status(self, job_id: str) -> OrderStatus:
+        """``get_order_status``. Raises ``OrderNotFound``."""
+        return get_order_status(
+            job_id,
+            progress=self.progress,
+            order_numbers=self.order_numbers,
+            payments=self.payments,
+            archive=self.archive,
+            audit=self.audit,
+            imports=self.imports,
+        )
+
+    def find(self, reference: str) -> OrderStatus:
+        """The order ``reference`` names: a job id, else an order number. Raises
+        ``OrderNotFound`` when it is neither."""
+        if self.progress.get(reference) is not None:
+            return self.status(reference)
+        job_id = self.order_numbers.job_of(reference)
+        if job_id is None:
+            raise OrderNotFound(reference)
+        return self.status(job_id)

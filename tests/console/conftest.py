@@ -29,6 +29,8 @@ from localdev.demo.scenario import CATALOGUE, OUTAGE_CARDS, PlannedOrder, planne
 from localdev.stack import HOST_JSON, LocalStack, run_stack
 from shared.adapters.azure_clients import PAYMENTS_TABLE
 from shared.adapters.simulated_payments import TableSimulatedPaymentGateway
+from shared.adapters.table_import_manifests import IMPORT_JOBS_TABLE, TableManifestStore
+from shared.domain.import_jobs import JobManifest
 from tests import polling
 
 CHROMIUM = "/usr/bin/chromium"
@@ -63,8 +65,10 @@ class Demo:
     """What the demo's orders became: session id by customer name, and the hostile sessions."""
 
     sessions: dict[str, str]
+    jobs: dict[str, str]  # job id by customer name
     hostile_order_session: str
     hostile_message_session: str
+    catalogue_job: str
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,20 @@ def _run_demo_orders(
         status = api.import_status(imported.job_id) or {"rows_imported": 0, "rows_failed": 0}
         return bool(status["rows_imported"] + status["rows_failed"] >= imported.rows_sent)
 
+    # What the Spark job saves once it has sent the rows (the queue path here sends them alike).
+    TableManifestStore(
+        TableClient.from_connection_string(stack.storage_connection_string, IMPORT_JOBS_TABLE)
+    ).save(
+        JobManifest(
+            imported.job_id,
+            stack.settings["IMPORT_QUEUE_NAME"],
+            imported.rows_read,
+            imported.rows_rejected,
+            imported.rows_sent,
+            {f"{imported.job_id}-{k:04d}": 0 for k in range(imported.sessions)},
+            source=str(CATALOGUE.name),
+        )
+    )
     polling.wait_for(import_done, 90, "the demo catalogue imported")
     payments.set_outage(OUTAGE_CARDS)
     orders = planned_orders()
@@ -133,6 +151,7 @@ def _run_demo_orders(
             )
         )
     sessions = {p.name: a["session_id"] for p, a in zip([*orders, hostile], accepted, strict=True)}
+    jobs = {p.name: a["job_id"] for p, a in zip([*orders, hostile], accepted, strict=True)}
     hostile_message = f"console-{run}-hostile-message"
     _send_hostile_message(stack, hostile_message)
     failing = [sessions[p.name] for p in [*orders, hostile] if p.expect != "complete"]
@@ -142,7 +161,7 @@ def _run_demo_orders(
             90,
             f"session {session_id} archived",
         )
-    return Demo(sessions, sessions["hostile"], hostile_message)
+    return Demo(sessions, jobs, sessions["hostile"], hostile_message, imported.job_id)
 
 
 def _send_hostile_message(stack: LocalStack, session_id: str) -> None:

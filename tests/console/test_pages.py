@@ -4,14 +4,22 @@ archived data)."""
 
 from __future__ import annotations
 
+import csv
 import re
 import urllib.error
 import urllib.request
 import uuid
+from pathlib import Path
 from urllib.parse import quote
 
+from azure.data.tables import TableClient
 from playwright.sync_api import Page, expect
 
+from localdev.demo import catalogue
+from localdev.demo.catalogue import FIELDS
+from shared.adapters.table_import_manifests import IMPORT_JOBS_TABLE, TableManifestStore
+from shared.domain.import_jobs import JobManifest
+from tests import polling
 from tests.console.conftest import (
     HOST_KEY,
     SCRIPT_FIELD,
@@ -180,3 +188,65 @@ def test_the_overview_counts_follow_new_failures_without_a_reload(
     console.api.submit_order(order, idempotency_key=f"console-live-{uuid.uuid4()}")
     expect(failed).to_have_text(str(before + 1), timeout=60_000)
     assert page.evaluate("window.__same_page") is True  # htmx swapped it in place
+
+
+def test_an_order_is_found_by_its_order_number_or_its_job_id(console: Console, page: Page) -> None:
+    job = console.demo.jobs["Ada Lovelace"]  # an order that completed
+    number = polling.wait_for(
+        lambda: console.api.request("GET", f"orders/{job}").json()["order_number"],
+        60,
+        "Ada's order number",
+    )
+    sign_in(page, console)
+    page.get_by_label("Find an order").fill(number)
+    page.get_by_role("button", name="Find").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Order {number}")
+    expect(page.get_by_role("status")).to_contain_text("completed", timeout=60_000)
+    expect(page.get_by_role("main")).to_contain_text(job)
+    screenshot(page, "11-order")
+
+    page.get_by_label("Job id or order number").fill(job)
+    page.get_by_role("button", name="Find").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Order {number}")
+    page.get_by_label("Job id or order number").fill("ORD-99999999")
+    page.get_by_role("button", name="Find").click()
+    expect(page.get_by_role("alert")).to_contain_text("There is no order 'ORD-99999999'")
+
+
+def test_an_import_job_shows_its_progress_as_its_rows_arrive(
+    console: Console, page: Page, tmp_path: Path
+) -> None:
+    job = f"console-live-import-{uuid.uuid4().hex[:8]}"
+    rows = [
+        (f"LIVE-{n}", f"Live tea {n}", "4.50", "EUR", "steeped while you watch") for n in (1, 2, 3)
+    ]
+    source = tmp_path / "live.csv"
+    with source.open("w", newline="", encoding="utf-8") as file:
+        csv.writer(file).writerows([FIELDS, *rows])
+    # The manifest first (the job read 3 rows), then the rows: the page shows them arrive.
+    TableManifestStore(
+        TableClient.from_connection_string(
+            console.stack.storage_connection_string, IMPORT_JOBS_TABLE
+        )
+    ).save(JobManifest(job, console.stack.settings["IMPORT_QUEUE_NAME"], 3, 0, 3, {}, "live.csv"))
+    sign_in(page, console)
+    page.goto(f"{console.url}/imports/{quote(job, safe='')}")
+    expect(page.get_by_role("status")).to_contain_text("importing")
+    imported = page.locator(".tiles div").filter(has_text="Imported").locator("dd")
+    expect(imported).to_have_text("0")
+    page.evaluate("window.__same_page = true")
+
+    catalogue.import_through_queue(
+        source,
+        job_id=job,
+        queue=console.stack.settings["IMPORT_QUEUE_NAME"],
+        sessions=1,
+        servicebus_connection_string=console.stack.servicebus_connection_string,
+    )
+
+    expect(imported).to_have_text("3", timeout=60_000)
+    expect(page.get_by_role("status")).to_contain_text("completed")
+    assert page.evaluate("window.__same_page") is True  # htmx swapped the progress in place
+    screenshot(page, "12-import")
+    page.goto(console.url)
+    expect(page.get_by_role("main")).not_to_contain_text(job)  # no longer in progress

@@ -1,5 +1,7 @@
-"""The console's actions on one failed session in Chromium: replay it and see it complete,
-audited with who did it; a second replay of the same session is refused naming the first."""
+"""The console's actions on failed sessions in Chromium: replay one and watch it complete on its
+page, audited with who did it (a second replay of the same session is refused naming the
+first); edit and replay an import row; bulk replay a group through a preview and a
+confirmation; resolve a session with a note."""
 
 from __future__ import annotations
 
@@ -37,6 +39,12 @@ def test_an_outage_session_is_replayed_from_its_page_and_completes(
 
     status = page.get_by_role("status")
     expect(status).to_contain_text("Replayed as replay-")
+    expect(status).to_contain_text("in progress")
+    screenshot(page, "05-replay-in-progress")
+    page.evaluate("window.__same_page = true")
+    # The page follows the replay by itself (htmx re-reads the history) until it completes.
+    expect(status).to_contain_text("completed", timeout=60_000)
+    assert page.evaluate("window.__same_page") is True
     history = page.get_by_role("table", name=re.compile("What operators did"))
     expect(history.get_by_role("row").nth(1)).to_contain_text("function key")
     expect(history.get_by_role("row").nth(1)).to_contain_text("provider back up")
@@ -87,14 +95,17 @@ def test_an_import_row_with_a_wrong_currency_is_edited_replayed_and_imported(
     editor.fill(editor.input_value().replace('"currency": "EU"', '"currency": "EUR"'))
     page.get_by_role("button", name="Replay with these changes").click()
 
-    expect(page.get_by_role("status")).to_contain_text("Replayed as replay-")
+    status = page.get_by_role("status")
+    expect(status).to_contain_text("Replayed as replay-")
     history = page.get_by_role("table", name=re.compile("What operators did"))
     expect(history).to_contain_text("edit-and-replay")
+    expect(history).to_contain_text('"EURO" → "EUR"')  # the JSON diff
     expect(history).to_contain_text("currency typo in the supplier's file")
     product = polling.wait_for(
         lambda: catalogue.find(["SCALE-MINI"]).get("SCALE-MINI"), 60, "SCALE-MINI imported"
     )
     assert product.currency == "EUR"
+    expect(status).to_contain_text("completed", timeout=60_000)  # seen by the page itself
     # The archive keeps the original row.
     page.locator("details summary").first.click()
     expect(page.locator("pre").first).to_contain_text('"currency": "EURO"')
@@ -136,6 +147,35 @@ def test_a_group_is_bulk_replayed_through_a_preview_and_a_confirmation(
     polling.wait_for(lambda: _receipt_sent(console, wirth), 60, "the bulk-replayed order's receipt")
 
     # The confirmation was used: sending it again starts nothing.
-    again = page.request.post(f"{console.url}/bulk-replay", form={**form, "note": "again"})
+    again = page.request.post(
+        f"{console.url}/bulk", form={**form, "action": "replay", "note": "again"}
+    )
     assert again.status == 409
     assert "already used" in again.text()
+
+
+def test_a_session_is_resolved_with_a_note_and_leaves_the_failed_list(
+    console: Console, page: Page
+) -> None:
+    allen = console.demo.sessions["Frances Allen"]  # ordered a SKU the catalogue lacks
+    sign_in(page, console)
+    page.goto(f"{console.url}/sessions/{quote(allen, safe='')}")
+    resolve = page.get_by_role("region", name="Resolve without replay")
+    resolve.get_by_role("button", name="Resolve this session").click()
+    # The note is required: the browser does not send the form without it.
+    expect(page.get_by_role("heading", level=1)).to_contain_text(allen)
+    resolve.get_by_label(re.compile("^Why")).fill("customer ordered the tea by phone")
+    resolve.get_by_role("button", name="Resolve this session").click()
+
+    expect(page.get_by_role("status")).to_contain_text("Resolved without a replay")
+    history = page.get_by_role("table", name=re.compile("What operators did"))
+    expect(history).to_contain_text("resolve")
+    expect(history).to_contain_text("customer ordered the tea by phone")
+    expect(page.get_by_role("button", name="Replay this session")).to_have_count(0)
+    screenshot(page, "10-resolved")
+
+    page.goto(f"{console.url}/sessions?task=CalculateTotal&reason=UnknownSku")
+    expect(page.get_by_role("main")).not_to_contain_text(allen)
+    page.goto(f"{console.url}/sessions?task=CalculateTotal&reason=UnknownSku&status=resolved")
+    expect(page.get_by_role("table", name=re.compile("^Sessions"))).to_contain_text(allen)
+    assert all(s["session_id"] != allen for s in console.api.failed_sessions(status="failed"))

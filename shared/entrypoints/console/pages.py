@@ -21,7 +21,6 @@ from ...service_layer.failed_sessions import (
 from ...service_layer.fingerprints import failure_fingerprints, sessions_with_fingerprint
 from ...service_layer.history import session_history
 from ...service_layer.imports import get_import_status
-from ...service_layer.orders import find_order
 from ...service_layer.overview import ORDERS_COUNTED_MAX, WAITING_COUNT_MAX, overview
 from ..http_input import MAX_ID_LENGTH, query_text, route_value
 from .frame import ANONYMOUS, Visit, choice, console_view
@@ -123,17 +122,8 @@ def console_order(visit: Visit) -> func.HttpResponse:
     reference = query_text(visit.req, "ref", max_length=MAX_ID_LENGTH)
     order, missing = None, None
     if reference:
-        c = container()
         try:
-            order = find_order(
-                reference,
-                progress=c.order_progress,
-                order_numbers=c.order_numbers,
-                payments=c.payments,
-                archive=c.archive,
-                audit=c.audit_trail,
-                imports=c.import_progress,
-            )
+            order = container().order_lookup.find(reference)
         except NotFound as error:
             missing = str(error)
     return visit.page(
