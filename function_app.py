@@ -3,7 +3,7 @@
 Nothing else happens at import: clients are built on first use by ``shared.bootstrap``.
 
 The Service Bus triggers use the SDK-type binding (azurefunctions-extensions-bindings-servicebus):
-importing the package in the trigger modules is all it needs, no app setting.
+importing the package in the trigger module is all it needs, no app setting.
 ``PYTHON_ENABLE_INIT_INDEXING`` is for HTTP streaming, which this app does not use.
 """
 
@@ -19,17 +19,15 @@ from shared.entrypoints import (
     operator_http,
     orders_http,
     overview_http,
-    product_import_tasks,
-    purchase_tasks,
     replays,
+    session_queues,
 )
 
 logging.getLogger("azure").setLevel(logging.WARNING)  # the SDKs log every HTTP call at INFO
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 app.register_functions(orders_http.bp)
-app.register_functions(purchase_tasks.bp)
-app.register_functions(product_import_tasks.bp)
+app.register_functions(session_queues.bp)
 app.register_functions(archive_timer.bp)
 app.register_functions(failed_sessions_http.bp)
 app.register_functions(replays.bp)

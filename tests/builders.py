@@ -2,7 +2,27 @@
 
 from __future__ import annotations
 
+import itertools
+from datetime import UTC, datetime
 from typing import Any
+
+from shared.domain.envelope import TaskMessage
+from shared.domain.pipelines import PURCHASE, PURCHASE_TASKS
+from shared.service_layer.ports import DeadLetter
+
+# The settings the app cannot start without, and nothing optional: the local emulator's and
+# Azurite's well-known connection strings (no service is contacted until a client is used).
+APP_SETTINGS = {
+    "PURCHASE_QUEUE_NAME": "purchase-tasks",
+    "IMPORT_QUEUE_NAME": "product-import-tasks",
+    "REPLAY_QUEUE_NAME": "replay-requests",
+    "ServiceBusConnection": "Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=v;"
+    "UseDevelopmentEmulator=true;",
+    "AzureWebJobsStorage": "UseDevelopmentStorage=true",
+}
+
+# When the builders' dead letters were enqueued.
+NOW = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 
 
 def order_document(**changes: Any) -> dict[str, Any]:
@@ -15,3 +35,56 @@ def order_document(**changes: Any) -> dict[str, Any]:
         "lines": [{"sku": "SKU-1", "quantity": 2}],
         **changes,
     }
+
+
+_sequence_numbers = itertools.count(1000)
+
+
+def dead_letter(
+    message: TaskMessage,
+    reason: str,
+    *,
+    queue: str,
+    session_id: str,
+    description: str | None = None,
+    body: bytes | None = None,
+    enqueued_time: datetime | None = NOW,
+    delivery_count: int = 1,
+    sequence_number: int | None = None,
+) -> DeadLetter:
+    """``message`` as Service Bus hands it over from ``queue``'s dead-letter queue, with
+    ``reason`` (and a ``description`` naming the step unless given): its body (or ``body``, for
+    an unreadable one) and its application properties, a fresh sequence number unless given."""
+    return DeadLetter(
+        queue=queue,
+        session_id=session_id,
+        sequence_number=next(_sequence_numbers) if sequence_number is None else sequence_number,
+        message_id=message.message_id(),
+        body=message.to_json() if body is None else body,
+        content_type="application/json",
+        application_properties=message.application_properties(),
+        reason=reason,
+        description=f"{reason} at step {message.step}" if description is None else description,
+        enqueued_time=enqueued_time,
+        delivery_count=delivery_count,
+    )
+
+
+def purchase_message(session: str, step: int) -> TaskMessage:
+    """Step ``step`` of the purchase whose job and session are ``job-{session}`` and
+    ``session`` (its payload names the step)."""
+    return TaskMessage(
+        job_id=f"job-{session}",
+        pipeline=PURCHASE,
+        task=PURCHASE_TASKS[step - 1],
+        step=step,
+        is_last=step == len(PURCHASE_TASKS),
+        payload={"step": step},
+    )
+
+
+def purchase_dead_letter(
+    session: str, step: int, reason: str, *, queue: str = "purchase-tasks"
+) -> DeadLetter:
+    """``purchase_message(session, step)``, dead-lettered from ``queue`` with ``reason``."""
+    return dead_letter(purchase_message(session, step), reason, queue=queue, session_id=session)

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import ExitStack
 
 import pytest
+
+# One test process runs gRPC (the local host's settlement service, the extension's settlement
+# client) and later forks Spark's JVM launcher (PySpark starts it with a preexec_fn, so a real
+# fork). gRPC's fork handlers then run in the child while other threads are inside gRPC, and the
+# child can die before it execs Java ("Java gateway process exited before sending its port
+# number"). Nothing here needs gRPC in a forked child, so its fork support is off.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 
 @pytest.fixture(scope="session")

@@ -143,15 +143,16 @@ class LocalHost:
             check_supported(spec)
         return by_type
 
+    def _connection_string(self, spec: FunctionSpec, default_setting: str) -> str:
+        """The connection string the trigger's ``connection`` (or ``default_setting``) names."""
+        return connection_string(str(spec.setting("connection") or default_setting), self.settings)
+
     def _create_listeners(self, by_type: Mapping[str, list[FunctionSpec]]) -> None:
         for spec in by_type.get(SERVICE_BUS_TRIGGER, []):
             self._listeners.append(
                 ServiceBusListener(
                     spec,
-                    connection_string=connection_string(
-                        str(spec.setting("connection") or "ServiceBusConnection"),
-                        self.settings,
-                    ),
+                    connection_string=self._connection_string(spec, "ServiceBusConnection"),
                     options=self.options.service_bus,
                     settlement=self._settlement,
                 )
@@ -160,10 +161,7 @@ class LocalHost:
             self._listeners.append(
                 QueueListener(
                     spec,
-                    connection_string=connection_string(
-                        str(spec.setting("connection") or "AzureWebJobsStorage"),
-                        self.settings,
-                    ),
+                    connection_string=self._connection_string(spec, "AzureWebJobsStorage"),
                     options=self.options.queues,
                 )
             )

@@ -12,13 +12,50 @@ import asyncio
 import concurrent.futures
 import datetime
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from azure.servicebus import ServiceBusReceivedMessage
 from azure.servicebus.aio import ServiceBusReceiver
 from azure.servicebus.exceptions import ServiceBusError
 
 T = TypeVar("T")
+
+
+class BlockingSession(Protocol):
+    """The session calls the Settlement service makes: a sync SDK ``ServiceBusSession`` or a
+    ``LoopSession``."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    def get_state(self) -> bytes | None: ...
+
+    def set_state(self, state: bytes | None) -> None: ...
+
+    def renew_lock(self) -> datetime.datetime: ...
+
+
+class BlockingReceiver(Protocol):
+    """The settlement calls the Settlement service makes on the receiver holding a lock: a
+    sync SDK ``ServiceBusReceiver`` or a ``LoopReceiver``."""
+
+    @property
+    def session(self) -> BlockingSession: ...
+
+    def complete_message(self, message: ServiceBusReceivedMessage) -> None: ...
+
+    def abandon_message(self, message: ServiceBusReceivedMessage) -> None: ...
+
+    def defer_message(self, message: ServiceBusReceivedMessage) -> None: ...
+
+    def dead_letter_message(
+        self,
+        message: ServiceBusReceivedMessage,
+        reason: str | None = None,
+        error_description: str | None = None,
+    ) -> None: ...
+
+    def renew_message_lock(self, message: ServiceBusReceivedMessage) -> datetime.datetime: ...
 
 
 class LoopReceiver:

@@ -45,7 +45,7 @@ from azure.servicebus.exceptions import (
 
 from .config import ServiceBusOptions
 from .functions import FunctionSpec
-from .receivers import LoopReceiver
+from .receivers import BlockingReceiver, LoopReceiver
 from .servicebus_binding import invoke_with_message
 from .settlement import HeldMessage, HeldSession, SettlementServer
 
@@ -321,7 +321,7 @@ class ServiceBusListener:
     async def _invoke(
         self,
         message: ServiceBusReceivedMessage,
-        receiver: LoopReceiver,
+        receiver: BlockingReceiver,
         session: HeldSession | None,
     ) -> None:
         """Run the function on an invocation thread; this slot waits for it."""
@@ -335,7 +335,7 @@ class ServiceBusListener:
     def _process(
         self,
         message: ServiceBusReceivedMessage,
-        receiver: LoopReceiver,
+        receiver: BlockingReceiver,
         session: HeldSession | None,
     ) -> None:
         held = HeldMessage(

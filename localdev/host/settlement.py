@@ -3,7 +3,7 @@
 The real Python worker's ``ServiceBusMessageActions`` sends each settlement to the Functions
 host over gRPC; the host settles with the receiver that holds the lock. Here the host keeps a
 registry of the messages and sessions its receivers hold right now, and each call is carried
-out by that receiver (a ``LoopReceiver``: the call runs on the receiver's event loop). An error
+out by that receiver (a ``LoopReceiver`` runs the call on the receiver's event loop). An error
 from the SDK goes back as a gRPC error (with the SDK's exception name in the details), so the
 function sees ``SettlementError`` as it would in Azure.
 """
@@ -29,7 +29,7 @@ from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActio
 from google.protobuf.empty_pb2 import Empty
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from .receivers import LoopReceiver
+from .receivers import BlockingReceiver
 
 logger = logging.getLogger("localdev.host")
 
@@ -40,7 +40,7 @@ class HeldSession:
     honoured once the current invocation ends (as the real host does)."""
 
     session_id: str
-    receiver: LoopReceiver
+    receiver: BlockingReceiver
     lock: threading.RLock = field(default_factory=threading.RLock)
     release_requested: bool = False
 
@@ -50,7 +50,7 @@ class HeldMessage:
     """A received message whose lock the host holds until it is settled."""
 
     message: ServiceBusReceivedMessage
-    receiver: LoopReceiver
+    receiver: BlockingReceiver
     lock: threading.RLock
     session: HeldSession | None = None
     settled: bool = False

@@ -5,39 +5,40 @@ from __future__ import annotations
 
 
 class BrokerError(Exception):
-    """A failure Service Bus reports with an AMQP condition (the SDK maps it to an exception)."""
+    """A failure Service Bus reports with an AMQP condition (the SDK maps it to an exception).
+    Raised as it is, it is an argument error; each subclass names its own condition and the
+    status a management response carries with it (both required)."""
 
     condition = "com.microsoft:argument-error"
     status = 400
+
+    def __init_subclass__(cls, *, condition: str, status: int) -> None:
+        super().__init_subclass__()
+        cls.condition, cls.status = condition, status
 
     def __init__(self, description: str) -> None:
         super().__init__(description)
         self.description = description
 
 
-class EntityNotFound(BrokerError):
-    condition, status = "amqp:not-found", 404
+class EntityNotFound(BrokerError, condition="amqp:not-found", status=404): ...
 
 
-class MessageLockLost(BrokerError):
-    condition, status = "com.microsoft:message-lock-lost", 410
+class MessageLockLost(BrokerError, condition="com.microsoft:message-lock-lost", status=410): ...
 
 
-class SessionLockLost(BrokerError):
-    condition, status = "com.microsoft:session-lock-lost", 410
+class SessionLockLost(BrokerError, condition="com.microsoft:session-lock-lost", status=410): ...
 
 
-class SessionCannotBeLocked(BrokerError):
-    condition, status = "com.microsoft:session-cannot-be-locked", 409
+class SessionCannotBeLocked(
+    BrokerError, condition="com.microsoft:session-cannot-be-locked", status=409
+): ...
 
 
-class MessageNotFound(BrokerError):
-    condition, status = "com.microsoft:message-not-found", 404
+class MessageNotFound(BrokerError, condition="com.microsoft:message-not-found", status=404): ...
 
 
-class MessageTooLarge(BrokerError):
-    condition, status = "amqp:link:message-size-exceeded", 413
+class MessageTooLarge(BrokerError, condition="amqp:link:message-size-exceeded", status=413): ...
 
 
-class NotAllowed(BrokerError):
-    condition, status = "amqp:not-allowed", 400
+class NotAllowed(BrokerError, condition="amqp:not-allowed", status=400): ...

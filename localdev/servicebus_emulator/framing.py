@@ -1,8 +1,8 @@
 """AMQP 1.0 framing: performative codes, frame and performative encoders (the hot ones
 hand-packed), and the small helpers every layer shares.
 
-Wire details the SDK depends on are in ../shared/servicebus-amqp.md; the comments below name
-the ones that are easy to get wrong.
+The SDK is strict about exact wire types and field positions; the comments name the places
+where they are easy to get wrong.
 """
 
 from __future__ import annotations

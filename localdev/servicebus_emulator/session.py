@@ -2,8 +2,9 @@
 and the transfers it sends: messages to receivers and replies to requests. What the client
 sends is handled in inbound.py (transfers) and settlement.py (dispositions).
 
-The client enforces the session window the server grants (and ignores link credit), so the
-window is re-granted well before it runs out; see ../shared/servicebus-amqp.md section 1.4.
+The client enforces the session window the server grants (and ignores link credit): its sends
+stall once the window is used up until a flow from the server opens it again. So the window is
+re-granted well before it runs out.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from azure.core.credentials import TokenCredential
 from azure.core.exceptions import ResourceExistsError
@@ -114,11 +114,12 @@ def _storage_client(
     )
 
 
-def service_bus_client(settings: ServiceBusConnectionSettings) -> ServiceBusClient:
+def service_bus_client(settings: ServiceBusConnectionSettings, **options: Any) -> ServiceBusClient:
     """A client for a connection string (also the local emulator's) or, without one, for the
-    namespace with the app's identity."""
+    namespace with the app's identity. ``options`` go to the SDK client as they are (e.g. its
+    retry policy: ``retry_total``, ``retry_backoff_factor``, ``retry_backoff_max``)."""
     if settings.connection_string:
-        return ServiceBusClient.from_connection_string(settings.connection_string)
+        return ServiceBusClient.from_connection_string(settings.connection_string, **options)
     if not settings.fully_qualified_namespace:
         raise ConfigurationError(
             "The Service Bus connection has neither a connection string nor a "
@@ -127,6 +128,7 @@ def service_bus_client(settings: ServiceBusConnectionSettings) -> ServiceBusClie
     return ServiceBusClient(
         fully_qualified_namespace=settings.fully_qualified_namespace,
         credential=_credential(settings.client_id),
+        **options,
     )
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
 from typing import Any, Literal
 
 from .errors import PipelineError
@@ -82,17 +81,15 @@ class SessionState:
             attempts=None,
         )
 
-    def after_skipped_failure(
-        self, *, task: str, step: int, reason: str, description: str, at: datetime
-    ) -> SessionState:
-        """ContinueOnFailure: the message is dead-lettered and the session goes on."""
-        skipped = Failure(task, step, reason, description, at.isoformat())
+    def after_skipped_failure(self, failure: Failure) -> SessionState:
+        """ContinueOnFailure: the message is dead-lettered and the session goes on past its
+        step (a message whose step could not be read moves nothing on)."""
         return replace(
             self,
-            next_step=max(self.next_step, step + 1),
+            next_step=max(self.next_step, (failure.step or 0) + 1),
             processed=self.processed + 1,
             failed=self.failed + 1,
-            skipped=skipped,
+            skipped=failure,
             attempts=None,
         )
 
@@ -102,12 +99,10 @@ class SessionState:
             return self.skipped
         return None
 
-    def mark_failed(
-        self, *, task: str, step: int | None, reason: str, description: str, at: datetime
-    ) -> SessionState:
+    def mark_failed(self, failure: Failure) -> SessionState:
         """StopOnFailure: the first failure is kept; later ones do not overwrite it."""
-        failure = self.failure or Failure(task, step, reason, description, at.isoformat())
-        return replace(self, status=FAILED, failure=failure, failed=self.failed + 1, attempts=None)
+        first = self.failure or failure
+        return replace(self, status=FAILED, failure=first, failed=self.failed + 1, attempts=None)
 
     def to_bytes(self) -> bytes:
         document = asdict(self)

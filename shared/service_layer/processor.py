@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from datetime import UTC, datetime
 
 from ..domain.envelope import TaskMessage, parse_task_message, routing_hint
@@ -24,7 +23,7 @@ from ..domain.reasons import (
     UNHANDLED_ERROR,
 )
 from ..domain.retries import RetryPolicy
-from ..domain.session_state import CorruptSessionState, SessionState, decode_session_state
+from ..domain.session_state import CorruptSessionState, Failure, SessionState, decode_session_state
 from .ports import FailureJournal, SessionActions
 from .session_endings import Ending, SessionEndings
 from .session_messages import (
@@ -107,7 +106,8 @@ class SessionProcessor:
                     " The session had no state at all: if the job finished before (Service Bus "
                     "delivered its completed last message again), there is nothing to replay."
                 )
-            return self._fail(incoming, message, state, PREVIOUS_STEP_MISSING, description)
+            failure = self._failure(message.task, message.step, PREVIOUS_STEP_MISSING, description)
+            return self._failed(message, message.is_last, state, failure, stop=True)
         return self._run(incoming, message, state)
 
     def _run(self, incoming: IncomingMessage, message: TaskMessage, state: SessionState) -> Ending:
@@ -135,7 +135,8 @@ class SessionProcessor:
                 return self._retry_later(incoming, message, retried, attempt, reason, description)
             if retryable:
                 description = f"Gave up after {attempt} attempts. Last error: {description}"
-            return self._task_failed(incoming, message, state, reason, description)
+            failure = self._failure(message.task, message.step, reason, description)
+            return self._failed(message, message.is_last, state, failure)
         new_state = state.after_success(message.task, message.step, dict(outputs))
         return Ending(Outcome.COMPLETED, message, message.is_last, new_state)
 
@@ -160,42 +161,33 @@ class SessionProcessor:
         )
         return Ending(Outcome.ABANDONED, message, False, state, reason, description, backoff=delay)
 
-    def _task_failed(
-        self,
-        incoming: IncomingMessage,
-        message: TaskMessage,
-        state: SessionState,
-        reason: str,
-        description: str,
-    ) -> Ending:
-        if self.policy is STOP:
-            return self._fail(incoming, message, state, reason, description)
-        new_state = state.after_skipped_failure(
-            task=message.task,
-            step=message.step,
-            reason=reason,
-            description=description,
-            at=self._clock(),
-        )
-        return self._dead_letter(message, new_state, reason, description)
+    def _failure(self, task: str, step: int | None, reason: str, description: str) -> Failure:
+        return Failure(task, step, reason, description, self._clock().isoformat())
 
-    def _fail(
+    def _failed(
         self,
-        incoming: IncomingMessage,
-        message: TaskMessage,
+        message: TaskMessage | None,
+        is_last: bool,
         state: SessionState,
-        reason: str,
-        description: str,
+        failure: Failure,
+        *,
+        stop: bool | None = None,
     ) -> Ending:
-        new_state = state.mark_failed(
-            task=message.task,
-            step=message.step,
-            reason=reason,
-            description=description,
-            at=self._clock(),
+        """Dead-letter the message with ``failure`` and write what it does to the session:
+        under StopOnFailure (``stop``, by default the processor's policy) the session is
+        failed, under ContinueOnFailure the session goes on past the step."""
+        if stop is None:
+            stop = self.policy is STOP
+        new_state = state.mark_failed(failure) if stop else state.after_skipped_failure(failure)
+        return Ending(
+            Outcome.DEAD_LETTERED,
+            message,
+            is_last,
+            new_state,
+            failure.reason,
+            failure.description,
+            first_failure=stop and state.failure is None,
         )
-        ending = self._dead_letter(message, new_state, reason, description)
-        return replace(ending, first_failure=state.failure is None)
 
     def _short_circuit(self, message: TaskMessage, state: SessionState) -> Ending:
         failure = state.failure
@@ -217,33 +209,8 @@ class SessionProcessor:
     ) -> Ending:
         step, is_last = routing_hint(incoming.application_properties)
         description = f"The message cannot be read: {error}. Fix the sender; nothing was run."
-        current = state or SessionState()
-        at = self._clock()
-        if self.policy is STOP:
-            new_state = current.mark_failed(
-                task=UNREADABLE_TASK,
-                step=step,
-                reason=MALFORMED_MESSAGE,
-                description=description,
-                at=at,
-            )
-        else:
-            new_state = current.after_skipped_failure(
-                task=UNREADABLE_TASK,
-                step=step if step is not None else 0,
-                reason=MALFORMED_MESSAGE,
-                description=description,
-                at=at,
-            )
-        return Ending(
-            Outcome.DEAD_LETTERED,
-            None,
-            is_last,
-            new_state,
-            MALFORMED_MESSAGE,
-            description,
-            first_failure=self.policy is STOP and current.failure is None,
-        )
+        failure = self._failure(UNREADABLE_TASK, step, MALFORMED_MESSAGE, description)
+        return self._failed(None, is_last, state or SessionState(), failure)
 
     def _corrupt_state(self, incoming: IncomingMessage, error: CorruptSessionState) -> Ending:
         try:
@@ -255,23 +222,14 @@ class SessionProcessor:
             f"The session state could not be read ({error}); the session is treated as "
             "failed so that nothing runs out of order. Replay it from the archive."
         )
-        new_state = SessionState().mark_failed(
-            task=message.task if message else "(unknown)",
-            step=message.step if message else hint_step,
-            reason=CORRUPT_SESSION_STATE,
-            description=description,
-            at=self._clock(),
-        )
-        is_last = message.is_last if message else hint_last
-        return Ending(
-            Outcome.DEAD_LETTERED,
-            message,
-            is_last,
-            new_state,
+        failure = self._failure(
+            message.task if message else "(unknown)",
+            message.step if message else hint_step,
             CORRUPT_SESSION_STATE,
             description,
-            first_failure=True,
         )
+        is_last = message.is_last if message else hint_last
+        return self._failed(message, is_last, SessionState(), failure, stop=True)
 
     @staticmethod
     def _dead_letter(

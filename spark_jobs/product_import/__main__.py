@@ -2,6 +2,9 @@
 --queue NAME --connection-setting ServiceBusConnection [--storage-setting AzureWebJobsStorage]
 [--rejects-path DIR]
 
+The executors run the driver's Python (``sys.executable``) unless ``PYSPARK_PYTHON`` names
+another, so a virtual environment's packages reach them without further setup.
+
 The settings name connections as Functions bindings do, read from the environment, never
 passed on the command line: ``NAME`` holds a connection string, or
 ``NAME__fullyQualifiedNamespace`` (Service Bus) / ``NAME__accountName`` (storage) select an
@@ -13,8 +16,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,12 +46,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # The job's own lines (counts, progress); the SDKs' request logs only when they warn.
+    for noisy in ("azure", "py4j"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     from shared.config import service_bus_connection, storage_connection
 
     # Both fail at once, naming the settings, before Spark starts.
     service_bus = service_bus_connection(args.connection_setting)
     storage = storage_connection(args.storage_setting) if args.storage_setting else None
 
+    executors_run_this_python(os.environ)
     from pyspark.sql import SparkSession
 
     from .job import run_import
@@ -56,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.master:
         builder = builder.master(args.master)
     spark = builder.getOrCreate()
-    result = run_import(
+    manifest = run_import(
         spark,
         input_path=args.input,
         fmt=args.format,
@@ -67,9 +75,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         rejects_path=args.rejects_path,
     )
     if storage:
-        save_manifest(storage, result.manifest)
-    print(result.manifest.to_json())
+        save_manifest(storage, manifest)
+    print(manifest.to_json())
     return 0
+
+
+def executors_run_this_python(environ: MutableMapping[str, str]) -> None:
+    """Spark starts its Python workers with ``PYSPARK_PYTHON``, else ``python3`` from PATH,
+    which lacks the job's packages when the driver runs from a virtual environment: default
+    it to the driver's interpreter. A value already set (by the user, spark-submit's
+    ``spark.pyspark.python`` or the cluster) is kept."""
+    environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def save_manifest(storage: StorageConnectionSettings, manifest: JobManifest) -> None:

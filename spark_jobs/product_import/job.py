@@ -20,29 +20,29 @@ from __future__ import annotations
 import io
 import logging
 import math
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from shared.config import ServiceBusConnectionSettings
 
+from .columns import FIELDS
 from .manifest import JobManifest
+from .progress import SendProgress
 from .sending import SendOptions, send_partition
 
 log = logging.getLogger("spark_jobs.product_import")
 
-FIELDS = ("sku", "name", "price", "currency", "description")
 FORMATS = ("csv", "json", "parquet", "xlsx")
 CORRUPT = "_corrupt_record"
 ERROR = "_parse_error"
 ROWS_PER_SESSION = 1000
 MAX_DEFAULT_SESSIONS = 512
+TASKS_PER_CORE = 8
 
 _TEXT_SCHEMA = T.StructType([T.StructField(name, T.StringType()) for name in FIELDS])
 _READ_SCHEMA = T.StructType([*_TEXT_SCHEMA.fields, T.StructField(CORRUPT, T.StringType())])
@@ -135,46 +135,74 @@ def _cell_text(cell: object) -> str:
 
 def number_rows(df: DataFrame) -> DataFrame:
     """Add ``row_number``: the 1-based position of each row in the input, stable across runs
-    of the same input (file order, computed per partition without moving rows)."""
-    return _index_rows(df, "row_number", start=1)
+    of the same input (file order, computed per partition without moving rows); and
+    ``_valid_offset``, the number of valid rows in the input partitions before the row's,
+    from which ``assign_sessions`` ranks the valid rows without another pass."""
+    return _number(df).frame
 
 
-def _index_rows(df: DataFrame, name: str, *, start: int) -> DataFrame:
-    """Add a dense index in partition order, in the JVM (no Python round trip per row):
-    monotonically_increasing_id is (partition << 33) + position, so each partition's offset
-    is the number of rows before it; only one count per partition reaches the driver."""
+def _valid() -> Column:
+    """The rows ``validate`` keeps: those the reader could parse."""
+    return F.col(ERROR).isNull()
+
+
+@dataclass(frozen=True)
+class _Numbered:
+    frame: DataFrame  # the input with row_number and _valid_offset
+    rows: int
+    valid: int
+    cached: DataFrame  # persisted for the numbering: unpersist when done with ``frame``
+
+
+_POSITION_BITS = 33  # monotonically_increasing_id is (partition << 33) + position
+
+
+def _number(df: DataFrame) -> _Numbered:
+    """One pass counts the rows and the valid rows of each input partition; a row's number
+    is then the rows before its partition plus its position in it, in the JVM (no Python
+    round trip per row); only two counts per partition reach the driver."""
     # Persisted: the ids are computed once, and later queries read the cache, not a raw
     # CSV/JSON scan (Spark refuses one that only needs the corrupt-record column).
     with_id = (
         df.withColumn("_mid", F.monotonically_increasing_id())
-        .withColumn("_part", F.shiftright(F.col("_mid"), 33))
+        .withColumn("_part", F.shiftright(F.col("_mid"), _POSITION_BITS))
         .persist()
     )
-    counts = sorted(
-        (row["_part"], row["count"]) for row in with_id.groupBy("_part").count().collect()
+    counts = with_id.groupBy("_part").agg(
+        F.count(F.lit(1)).alias("rows"), F.count(F.when(_valid(), 1)).alias("valid")
     )
-    offsets, running = [], start
-    for part, count in counts:
-        offsets.append((part, running))
-        running += count
-    if not offsets:
-        return df.withColumn(name, F.lit(start).cast("long"))
-    table = df.sparkSession.createDataFrame(offsets, "_part long, _offset long")
-    position = F.col("_mid").bitwiseAND(F.lit((1 << 33) - 1))
-    return (
-        with_id.join(F.broadcast(table), "_part")
-        .withColumn(name, (F.col("_offset") + position).cast("long"))
-        .drop("_mid", "_part", "_offset")
+    by_part = {row["_part"]: (row["rows"], row["valid"]) for row in counts.collect()}
+    offsets: list[int] = []
+    valid_offsets: list[int] = []
+    rows = valid = 0
+    for index in range(max(by_part, default=-1) + 1):  # a partition with no rows has no count
+        offsets.append(rows)
+        valid_offsets.append(valid)
+        part_rows, part_valid = by_part.get(index, (0, 0))
+        rows, valid = rows + part_rows, valid + part_valid
+
+    def offset_of_part(values: list[int]) -> Column:
+        table = F.array(*[F.lit(v) for v in values or [0]]).cast("array<long>")
+        return F.element_at(table, (F.col("_part") + 1).cast("int"))
+
+    frame = (
+        with_id.withColumn("row_number", offset_of_part(offsets) + _position(F.col("_mid")) + 1)
+        .withColumn("_valid_offset", offset_of_part(valid_offsets))
+        .drop("_mid", "_part")
     )
+    return _Numbered(frame, rows, valid, with_id)
+
+
+def _position(mid: Column) -> Column:
+    return mid.bitwiseAND(F.lit((1 << _POSITION_BITS) - 1))
 
 
 def validate(df: DataFrame) -> tuple[DataFrame, DataFrame]:
     """Split numbered rows into (valid, rejects). Only rows that cannot be parsed at all are
     rejected, with ``reason`` and the ``raw`` text; business rules (a missing price...) are the
     function app's to check and dead-letter, row by row."""
-    bad = F.col(ERROR).isNotNull()
-    valid = df.filter(~bad).select(*FIELDS, "row_number")
-    rejects = df.filter(bad).select(
+    valid = df.filter(_valid()).select(*FIELDS, "row_number", "_valid_offset")
+    rejects = df.filter(~_valid()).select(
         "row_number", F.col(ERROR).alias("reason"), F.col(CORRUPT).alias("raw")
     )
     return valid, rejects
@@ -186,11 +214,16 @@ def default_sessions(rows: int) -> int:
 
 def assign_sessions(df: DataFrame, job_id: str, sessions: int, *, total: int) -> DataFrame:
     """Add ``session_id``, ``step`` and ``is_last``: ``total`` valid rows cut into ``sessions``
-    contiguous runs (sizes differ by at most one) in row-number order."""
-    n = max(1, min(sessions, total)) if total else 1
-    # Rank among the valid rows (rejects leave gaps in row_number); row_number order is
-    # partition order here, so the rank is computed the same way.
-    ranked = _index_rows(df, "_rank", start=0)
+    contiguous runs (sizes differ by at most one) in row-number order.
+
+    ``df`` is ``validate``'s valid rows, not moved since (no shuffle in between): a row's rank
+    among the valid rows is the valid rows before its input partition (``_valid_offset``) plus
+    its position among the valid rows of its partition, which monotonically_increasing_id
+    counts when evaluated after the filter, in the same partitions."""
+    n = _session_count(sessions, total)
+    ranked = df.withColumn(
+        "_rank", F.col("_valid_offset") + _position(F.monotonically_increasing_id())
+    )
     rank = F.col("_rank")
     k = F.floor(rank * n / total) if total else F.lit(0)
     start = F.floor((k * total + n - 1) / n)
@@ -200,33 +233,41 @@ def assign_sessions(df: DataFrame, job_id: str, sessions: int, *, total: int) ->
         .withColumn("session_id", F.format_string(f"{job_id}-%04d", F.col("_k")))
         .withColumn("step", (rank - start + 1).cast("int"))
         .withColumn("is_last", rank == next_start - 1)
-        .drop("_rank", "_k")
+        .drop("_rank", "_k", "_valid_offset")
     )
 
 
-@contextmanager
-def _progress_log(job_id: str, sent: Any, total: int, every: float = 10.0) -> Iterator[None]:
-    """Log the messages sent so far every ``every`` seconds in the driver log (the accumulator
-    grows as send tasks finish)."""
-    done = threading.Event()
-
-    def report() -> None:
-        while not done.wait(every):
-            log.info("job %s: %d of %d messages sent", job_id, sent.value, total)
-
-    thread = threading.Thread(target=report, name=f"progress-{job_id}", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
+def _session_count(sessions: int, total: int) -> int:
+    return max(1, min(sessions, total)) if total else 1
 
 
-@dataclass(frozen=True)
-class ImportResult:
-    manifest: JobManifest
-    rejects: DataFrame
+def session_sizes(job_id: str, sessions: int, total: int) -> dict[str, int]:
+    """How many rows ``assign_sessions`` puts in each session (the same arithmetic, without
+    a Spark job): session k holds ranks ceil(k * total / n) up to ceil((k + 1) * total / n)."""
+    n = _session_count(sessions, total)
+    bounds = [-(-k * total // n) for k in range(n + 1)]
+    return {
+        f"{job_id}-{k:04d}": bounds[k + 1] - bounds[k]
+        for k in range(n)
+        if bounds[k + 1] > bounds[k]
+    }
+
+
+def partition_for_sending(planned: DataFrame, tasks: int) -> DataFrame:
+    """``planned`` in ``tasks`` partitions, each holding whole sessions sorted by (session_id,
+    step). Range partitioning keeps a session in one partition and gives the partitions about
+    the same number of sessions (hash partitioning leaves some with twice the average, which
+    one core then sends alone at the end)."""
+    return planned.repartitionByRange(tasks, "session_id").sortWithinPartitions(
+        "session_id", "step"
+    )
+
+
+def send_partitions(sessions: int, cores: int) -> int:
+    """How many send tasks: several per core, so a core that finishes early takes the next
+    task instead of idling while the last large one runs, and the progress count moves as
+    tasks finish; never more than the sessions, which are never split."""
+    return max(1, min(sessions, TASKS_PER_CORE * cores))
 
 
 def run_import(
@@ -240,57 +281,49 @@ def run_import(
     sessions: int | None = None,
     rejects_path: str | None = None,
     options: SendOptions | None = None,
-) -> ImportResult:
+    progress_every: float = 5.0,
+) -> JobManifest:
     """Read, check, number, split and send one catalogue to ``queue_name`` through the
-    ``service_bus`` connection. Returns the manifest (rows read, rejected, sent; sessions and
-    their message counts) and the rejects DataFrame."""
-    numbered = number_rows(read_catalogue(spark, input_path, fmt)).persist()
-    rows_read = numbered.count()
-    valid, rejects = validate(numbered)
-    rows_rejected = rejects.count()
-    total = rows_read - rows_rejected
-    n = sessions or default_sessions(total)
-    log.info(
-        "job %s: %d rows read, %d rejected, %d to send in %d sessions",
-        job_id,
-        rows_read,
-        rows_rejected,
-        total,
-        n,
-    )
-    if rejects_path:
-        rejects.write.mode("overwrite").json(rejects_path)
-
-    planned = assign_sessions(valid, job_id, n, total=total).persist()
-    session_counts = {
-        row["session_id"]: row["count"] for row in planned.groupBy("session_id").count().collect()
-    }
-    sent = spark.sparkContext.accumulator(0)
-    partitions = max(1, min(len(session_counts), spark.sparkContext.defaultParallelism * 2))
-    send = send_partition(
-        job_id=job_id,
-        queue_name=queue_name,
-        connection=service_bus,
-        options=options or SendOptions(),
-        sent=sent,
-    )
-    if total:
-        with _progress_log(job_id, sent, total):
-            (
-                planned.repartition(partitions, "session_id")
-                .sortWithinPartitions("session_id", "step")
-                .foreachPartition(send)
-            )
+    ``service_bus`` connection, logging the rows sent every ``progress_every`` seconds.
+    Returns the manifest: rows read, rejected and sent; sessions and their message counts.
+    The rejects are written to ``rejects_path`` when given."""
+    with ExitStack() as cached:
+        numbered = _number(read_catalogue(spark, input_path, fmt))
+        cached.callback(numbered.cached.unpersist)
+        valid, rejects = validate(numbered.frame)
+        rows_read, total = numbered.rows, numbered.valid
+        n = sessions or default_sessions(total)
+        log.info(
+            "job %s: %d rows read, %d rejected, %d to send in %d sessions",
+            job_id,
+            rows_read,
+            rows_read - total,
+            total,
+            n,
+        )
+        if rejects_path:
+            rejects.write.mode("overwrite").json(rejects_path)
+        session_counts = session_sizes(job_id, n, total)
+        sent = spark.sparkContext.accumulator(0)
+        send = send_partition(
+            job_id=job_id,
+            queue_name=queue_name,
+            connection=service_bus,
+            options=options or SendOptions(),
+            sent=sent,
+        )
+        tasks = send_partitions(len(session_counts), spark.sparkContext.defaultParallelism)
+        if total:
+            planned = assign_sessions(valid, job_id, n, total=total)
+            with SendProgress(job_id, total, lambda: int(sent.value), every=progress_every):
+                partition_for_sending(planned, tasks).foreachPartition(send)
     log.info("job %s: %d messages handed to %s", job_id, sent.value, queue_name)
-    planned.unpersist()
-    numbered.unpersist()
-    manifest = JobManifest(
+    return JobManifest(
         job_id=job_id,
         queue_name=queue_name,
         rows_read=rows_read,
-        rows_rejected=rows_rejected,
+        rows_rejected=rows_read - total,
         rows_sent=sent.value,
-        sessions=dict(sorted(session_counts.items())),
+        sessions=session_counts,
         source=input_path,
     )
-    return ImportResult(manifest=manifest, rejects=rejects)

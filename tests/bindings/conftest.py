@@ -28,6 +28,7 @@ from shared.service_layer.processor import (
     SessionProcessor,
     TaskInvocation,
 )
+from tests.builders import APP_SETTINGS
 from tests.fakes import (
     InMemoryDeadLetterCounter,
     InMemoryDeadLetterQueue,
@@ -46,16 +47,6 @@ def host_route_value(value: str) -> str:
     """A route value as the Functions host hands it over: a client percent-encodes the id and
     the host decodes every escape but %2F (as ASP.NET Core does)."""
     return value.replace("/", "%2F")
-
-
-SETTINGS = {
-    "PURCHASE_QUEUE_NAME": "purchase-tasks",
-    "IMPORT_QUEUE_NAME": "product-import-tasks",
-    "REPLAY_QUEUE_NAME": "replay-requests",
-    "ServiceBusConnection": "Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=v;"
-    "UseDevelopmentEmulator=true;",
-    "AzureWebJobsStorage": "UseDevelopmentStorage=true",
-}
 
 
 @dataclass
@@ -191,7 +182,7 @@ def twins() -> Iterator[Twins]:
     """A container whose processors run small in-memory tasks and whose sender records."""
     retry = RetryPolicy(max_attempts=2, min_backoff=0, max_backoff=0)
     twins = Twins(
-        Container(Settings.from_env(SETTINGS)),
+        Container(Settings.from_env(APP_SETTINGS)),
         InMemoryTaskSender(),
         InMemoryIdempotencyRecords(),
         InMemoryOrderProgress(),
@@ -262,7 +253,9 @@ def storage_app(azurite_connection_string: str) -> Iterator[StorageApp]:
     bodies = blobs.create_container(f"bodies-{suffix}")
     queue = replay_queue_client(queues.create_queue(f"replays-{suffix}"))
 
-    c = Container(Settings.from_env({**SETTINGS, "AzureWebJobsStorage": azurite_connection_string}))
+    c = Container(
+        Settings.from_env({**APP_SETTINGS, "AzureWebJobsStorage": azurite_connection_string})
+    )
     app = StorageApp(
         container=c,
         dead_letters=InMemoryDeadLetterQueue(),

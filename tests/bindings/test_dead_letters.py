@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import itertools
 import json
 import logging
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -21,7 +19,7 @@ from azure.functions.timer import TimerRequest
 
 from shared.adapters.table_archive import TableDeadLetterArchive
 from shared.domain.archive import FailureRecord, replay_session_id
-from shared.domain.envelope import TaskMessage
+from shared.domain.pipelines import PURCHASE_TASKS
 from shared.entrypoints.archive_timer import archive_dead_letters
 from shared.entrypoints.failed_sessions_http import (
     failed_session_groups,
@@ -30,7 +28,7 @@ from shared.entrypoints.failed_sessions_http import (
     replay_failed_session,
 )
 from shared.entrypoints.replays import get_replay, replay_requests, request_replay
-from shared.service_layer.ports import DeadLetter
+from tests.builders import NOW, purchase_dead_letter
 from tests.outages import unreachable_blobs, unreachable_tables
 
 from .conftest import StorageApp, host_route_value
@@ -40,36 +38,9 @@ pytestmark = pytest.mark.integration
 BASE = "http://localhost:7071/api"
 PURCHASE = "purchase-tasks"
 IMPORTS = "product-import-tasks"
-TASKS = ("GenerateOrderNumber", "CalculateTotal", "ProcessPayment", "GenerateReceipt", "Send")
-NOW = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
-_sequence = itertools.count(1000)
 
 
 # -- given: dead letters, archived by the timer function ------------------------------------------
-
-
-def _letter(session: str, step: int, reason: str, *, queue: str = PURCHASE) -> DeadLetter:
-    message = TaskMessage(
-        job_id=f"job-{session}",
-        pipeline="purchase",
-        task=TASKS[step - 1],
-        step=step,
-        is_last=step == len(TASKS),
-        payload={"step": step},
-    )
-    return DeadLetter(
-        queue=queue,
-        session_id=session,
-        sequence_number=next(_sequence),
-        message_id=message.message_id(),
-        body=message.to_json(),
-        content_type="application/json",
-        application_properties=message.application_properties(),
-        reason=reason,
-        description=f"{reason} at step {step}",
-        enqueued_time=NOW,
-        delivery_count=1,
-    )
 
 
 def failed_session(
@@ -78,7 +49,7 @@ def failed_session(
     *,
     at_step: int = 3,
     reason: str = "PaymentProviderUnavailable",
-    upto: int = len(TASKS),
+    upto: int = len(PURCHASE_TASKS),
     queue: str = PURCHASE,
     context: dict[str, Any] | None = None,
 ) -> None:
@@ -87,11 +58,13 @@ def failed_session(
     if context is not None:  # what the processor journals when it marks the session failed
         app.container.archive.record(
             session,
-            FailureRecord(TASKS[at_step - 1], at_step, reason, "why", NOW.isoformat(), context),
+            FailureRecord(
+                PURCHASE_TASKS[at_step - 1], at_step, reason, "why", NOW.isoformat(), context
+            ),
         )
-    app.dead_letters.add(_letter(session, at_step, reason, queue=queue))
+    app.dead_letters.add(purchase_dead_letter(session, at_step, reason, queue=queue))
     for step in range(at_step + 1, upto + 1):
-        app.dead_letters.add(_letter(session, step, "SessionFailed", queue=queue))
+        app.dead_letters.add(purchase_dead_letter(session, step, "SessionFailed", queue=queue))
 
 
 def run_timer(*, past_due: bool = False) -> None:
@@ -318,7 +291,7 @@ def test_failed_sessions_are_grouped_by_queue_task_and_reason_largest_first(
         },
         {
             "queue": IMPORTS,
-            "failed_task": "Send",
+            "failed_task": "SendReceiptEmail",
             "reason": "InvalidRow",
             "sessions": 1,
         },
@@ -361,7 +334,7 @@ def test_a_failed_session_has_its_messages_in_send_order_even_with_a_hostile_id(
     document = _json(response)
     assert document["session_id"] == HOSTILE
     assert [m["step"] for m in document["messages"]] == [2, 3, 4, 5]
-    assert [m["task"] for m in document["messages"]] == list(TASKS[1:])
+    assert [m["task"] for m in document["messages"]] == list(PURCHASE_TASKS[1:])
     first = document["messages"][0]
     assert first["body_encoding"] == "json"
     assert first["body"]["payload"] == {"step": 2}

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+from azure.servicebus import ServiceBusClient, ServiceBusSubQueue
 
 from localdev.servicebus_emulator.testing import run_emulator
 from shared.adapters import servicebus_dead_letters
@@ -18,15 +18,16 @@ from shared.adapters.servicebus_dead_letters import (
     ServiceBusResender,
     ServiceBusSessionSeeder,
 )
+from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.domain.archive import FailureRecord, replay_session_id
-from shared.domain.envelope import TaskMessage
+from shared.domain.pipelines import PURCHASE_TASKS
 from shared.domain.session_state import decode_session_state
 from shared.entrypoints.replays import replay_requests
+from tests.builders import purchase_message
 
 from .conftest import StorageApp
 from .test_dead_letters import (
     PURCHASE,
-    TASKS,
     _deliver,
     _json,
     _request_replay,
@@ -61,23 +62,9 @@ def bus(storage_app: StorageApp, monkeypatch: pytest.MonkeyPatch) -> Iterator[Se
 def purchase_that_failed_at_payment(app: StorageApp, bus: ServiceBusClient, session: str) -> None:
     """A purchase session sent whole; steps 1-2 done, ProcessPayment dead-lettered because the
     provider was down and the rest dead-lettered as SessionFailed, as the processor does."""
-    messages = [
-        TaskMessage(f"job-{session}", "purchase", task, step, step == 5, {"step": step})
-        for step, task in enumerate(TASKS, 1)
-    ]
+    messages = [purchase_message(session, step) for step in range(1, len(PURCHASE_TASKS) + 1)]
     with bus.get_queue_sender(PURCHASE) as sender:
-        sender.send_messages(
-            [
-                ServiceBusMessage(
-                    m.to_json(),
-                    session_id=session,
-                    message_id=m.message_id(),
-                    content_type="application/json",
-                    application_properties=m.application_properties(),  # type: ignore[arg-type]
-                )
-                for m in messages
-            ]
-        )
+        sender.send_messages([to_service_bus_message(session, m) for m in messages])
     with bus.get_queue_receiver(PURCHASE, session_id=session, max_wait_time=5) as receiver:
         received = receiver.receive_messages(max_message_count=5, max_wait_time=5)
         assert len(received) == 5
@@ -129,8 +116,8 @@ def test_dead_letters_archived_by_the_timer_are_replayed_in_order_under_a_new_se
     bodies, state = receive_session(bus, new_session)
     assert [(b["step"], b["task"]) for b in bodies] == [
         (3, "ProcessPayment"),
-        (4, TASKS[3]),
-        (5, TASKS[4]),
+        (4, PURCHASE_TASKS[3]),
+        (5, PURCHASE_TASKS[4]),
     ]
     seeded = decode_session_state(state)
     assert seeded is not None and seeded.next_step == 3

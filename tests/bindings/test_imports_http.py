@@ -20,9 +20,10 @@ from shared.bootstrap import Container, use_container
 from shared.config import Settings, StorageConnectionSettings
 from shared.domain.import_jobs import JobManifest
 from shared.entrypoints.imports_http import get_import
+from tests.builders import APP_SETTINGS
 from tests.outages import unreachable_tables
 
-from .conftest import SETTINGS, host_route_value
+from .conftest import host_route_value
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +43,9 @@ def stores(azurite_connection_string: str) -> Iterator[ImportStores]:
     suffix = uuid.uuid4().hex[:12]
     names = (f"importjobs{suffix}", f"importprogress{suffix}")
     jobs, progress = (tables.create_table(name) for name in names)
-    c = Container(Settings.from_env({**SETTINGS, "AzureWebJobsStorage": azurite_connection_string}))
+    c = Container(
+        Settings.from_env({**APP_SETTINGS, "AzureWebJobsStorage": azurite_connection_string})
+    )
     stores = ImportStores(c, TableManifestStore(jobs), TableImportProgress(progress))
     c.override(import_manifests=stores.manifests, import_progress=stores.progress)
     use_container(c)

@@ -49,21 +49,26 @@ def _body(document: Any) -> bytes:
     return json.dumps(document).encode()
 
 
-def _session_route(session: str, tail: str) -> tuple[str, dict[str, str]]:
-    return f"failed-sessions/{quote(session, safe='')}/{tail}", {
-        "session_id": host_route_value(session)
-    }
+def _session_route(session: str, tail: str) -> tuple[str, str]:
+    """The path of a session's action and the session_id route value the host hands the binding."""
+    return f"failed-sessions/{quote(session, safe='')}/{tail}", host_route_value(session)
 
 
 def resolve(session: str, note: object, key: str | None = "r-1") -> func.HttpResponse:
-    path, route = _session_route(session, "resolve")
+    path, session_id = _session_route(session, "resolve")
     headers = {**KEY, **({"Idempotency-Key": key} if key else {})}
-    return _post(resolve_failed_session, path, body=_body({"note": note}), headers=headers, **route)
+    return _post(
+        resolve_failed_session,
+        path,
+        body=_body({"note": note}),
+        headers=headers,
+        session_id=session_id,
+    )
 
 
 def history(session: str) -> dict[str, Any]:
-    path, route = _session_route(session, "history")
-    response = _get(failed_session_history, path, **route)
+    path, session_id = _session_route(session, "history")
+    response = _get(failed_session_history, path, session_id=session_id)
     assert response.status_code == 200
     document: dict[str, Any] = _json(response)
     return document
@@ -147,7 +152,7 @@ def test_edit_and_replay_checks_the_edit_before_sending_and_audits_the_diff(
     run_timer()
     rows = storage_app.container.archive.list_session(session)
     first = json.loads(rows[0].body)
-    path, route = _session_route(session, "edit-and-replay")
+    path, session_id = _session_route(session, "edit-and-replay")
 
     def send(messages: dict[str, Any], note: str = "fix") -> func.HttpResponse:
         return _post(
@@ -155,7 +160,7 @@ def test_edit_and_replay_checks_the_edit_before_sending_and_audits_the_diff(
             path,
             body=_body({"note": note, "messages": messages}),
             headers={**KEY, "Idempotency-Key": "e-1"},
-            **route,
+            session_id=session_id,
         )
 
     moved = {**first, "step": 9}

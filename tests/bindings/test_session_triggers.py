@@ -14,9 +14,8 @@ from azurefunctions.extensions.bindings.servicebus.serviceBusMessageActions impo
 
 from shared.domain.envelope import TaskMessage
 from shared.domain.pipelines import PRODUCT_IMPORT, PURCHASE
-from shared.entrypoints.product_import_tasks import product_import_tasks
-from shared.entrypoints.purchase_tasks import purchase_tasks
 from shared.entrypoints.servicebus_actions import FunctionSessionActions, incoming_message
+from shared.entrypoints.session_queues import product_import_tasks, purchase_tasks
 
 from .conftest import RecordingSettlement, Twins, received_message
 

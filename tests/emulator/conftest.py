@@ -1,5 +1,5 @@
-"""The Service Bus conformance suite: every behaviour of issue 3, driven only through the public
-azure-servicebus SDK, with the sync and the async client.
+"""The Service Bus conformance suite: every behaviour the emulator claims, driven only through
+the public azure-servicebus SDK, with the sync and the async client.
 
 Targets:
 - ``emulator``: the project's emulator (localdev/servicebus_emulator), started once per test

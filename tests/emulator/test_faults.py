@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from azure.servicebus import (
@@ -344,20 +344,26 @@ LOCK_HOLDER = textwrap.dedent(
             receiver = sb.get_queue_receiver(entity, **options)
         with receiver:
             (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=10)
-            print(message.sequence_number, message.delivery_count, flush=True)
+            until = message.locked_until_utc  # None under a session lock
+            until_ms = round(until.timestamp() * 1000) if until else 0
+            print(message.sequence_number, message.delivery_count, until_ms, flush=True)
             time.sleep(600)
     """
 )
 
 
+class Held(NamedTuple):
+    sequence_number: int
+    delivery_count: int
+    locked_until: datetime.datetime | None  # the message's own lock; None under a session's
+
+
 @contextlib.contextmanager
-def holding_a_lock(
-    connection_string: str, entity: str, session_id: str = ""
-) -> Iterator[tuple[int, int]]:
+def holding_a_lock(connection_string: str, entity: str, session_id: str = "") -> Iterator[Held]:
     """A client in another process that received one message of ``entity`` (a queue, or
-    ``topic/Subscriptions/name``) under a peek lock (its own, or
-    its session's) and holds it without settling: yields (sequence number, delivery count),
-    then SIGKILLs the client (no detach, no close: the socket just goes away)."""
+    ``topic/Subscriptions/name``) under a peek lock (its own, or its session's) and holds it
+    without settling: yields what it received, then SIGKILLs the client (no detach, no close:
+    the socket just goes away)."""
     holder = subprocess.Popen(
         [sys.executable, "-c", LOCK_HOLDER, connection_string, entity, session_id],
         stdout=subprocess.PIPE,
@@ -365,8 +371,11 @@ def holding_a_lock(
     )
     try:
         assert holder.stdout is not None
-        sequence_number, delivery_count = map(int, holder.stdout.readline().split())
-        yield sequence_number, delivery_count
+        sequence_number, delivery_count, until_ms = map(int, holder.stdout.readline().split())
+        locked_until = (
+            datetime.datetime.fromtimestamp(until_ms / 1000, datetime.UTC) if until_ms else None
+        )
+        yield Held(sequence_number, delivery_count, locked_until)
     finally:
         holder.kill()
         holder.wait()
@@ -375,21 +384,19 @@ def holding_a_lock(
 def test_a_vanished_client_s_message_comes_back_after_the_lock_duration(emulator: Any) -> None:
     send(emulator.connection_string, "faults", ServiceBusMessage("held"))
 
-    with holding_a_lock(emulator.connection_string, "faults") as (sequence_number, _):
-        locked_at = time.monotonic()
+    with holding_a_lock(emulator.connection_string, "faults") as held:
+        pass
 
     with client(emulator.connection_string) as sb, sb.get_queue_receiver("faults") as receiver:
-        # Still locked by the dead client for now ...
-        early = receiver.receive_messages(max_message_count=1, max_wait_time=1)
-        if time.monotonic() - locked_at < LOCK_SECONDS - 0.3:
-            assert early == [], "the lock of a vanished client ended before its lock duration"
-        # ... and delivered again once its lock ran out, as a failed delivery.
-        again = early or receiver.receive_messages(
-            max_message_count=1, max_wait_time=LOCK_SECONDS + 5
-        )
+        again = receiver.receive_messages(max_message_count=1, max_wait_time=LOCK_SECONDS + 5)
         assert len(again) == 1
-        assert time.monotonic() - locked_at >= LOCK_SECONDS - 0.5
-        assert again[0].sequence_number == sequence_number
+        # Delivered again only once the dead client's lock ran out (by the broker's own lock
+        # times, not the test's clock), as a failed delivery.
+        assert held.locked_until is not None and again[0].locked_until_utc is not None
+        relocked_at = again[0].locked_until_utc - datetime.timedelta(seconds=LOCK_SECONDS)
+        whole_ms = datetime.timedelta(milliseconds=1)  # the broker's times are whole ms
+        assert relocked_at >= held.locked_until - whole_ms, "the vanished client's lock ended early"
+        assert again[0].sequence_number == held.sequence_number
         assert again[0].delivery_count == 1
         receiver.complete_message(again[0])
 
@@ -403,7 +410,7 @@ def kill_while_locked(emu: Any, entity: str, session_id: str = "") -> tuple[int,
     with holding_a_lock(emu.connection_string, entity, session_id) as held:
         emu.kill()
     emu.restart()
-    return held
+    return held.sequence_number, held.delivery_count
 
 
 def test_a_message_locked_at_a_kill_is_redelivered_with_its_delivery_counted(

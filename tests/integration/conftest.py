@@ -23,6 +23,7 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from localdev.azurite import free_port
 from shared.adapters.azure_clients import blob_service, table_service
+from shared.adapters.smtp_email import SmtpEmailSender
 from shared.config import StorageConnectionSettings
 
 
@@ -58,6 +59,9 @@ def container(blob_service_client: BlobServiceClient) -> Iterator[ContainerClien
     client.delete_container()
 
 
+SHOP_SENDER = "receipts@shop.example"
+
+
 @dataclass
 class SmtpInbox:
     """What a real local SMTP server received, parsed with the ``email`` package."""
@@ -89,6 +93,10 @@ class SmtpInbox:
             self.raw.append(envelope.original_content)
             self.envelopes.append((envelope.mail_from, list(envelope.rcpt_tos)))
         return "250 Message accepted for delivery"
+
+    def sender(self, **options: Any) -> SmtpEmailSender:
+        """The app's SMTP adapter, sending to this server from receipts@shop.example."""
+        return SmtpEmailSender(self.host, self.port, sender=SHOP_SENDER, **options)
 
     def clear(self) -> None:
         with self._lock:

@@ -22,7 +22,7 @@ from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.domain.envelope import TaskMessage, body_bytes, plain_properties
 from shared.entrypoints.servicebus_actions import FunctionSessionActions, incoming_message
 from shared.service_layer.ports import SessionActions
-from shared.service_layer.processor import Result, SessionProcessor
+from shared.service_layer.processor import Outcome, Result, SessionProcessor
 
 WAIT_SECONDS = 1.0  # the emulator is local: a second of silence means the session is drained
 
@@ -172,6 +172,17 @@ def send_raw(client: ServiceBusClient, queue: str, messages: Iterable[ServiceBus
     with client.get_queue_sender(queue) as sender:
         for message in messages:
             sender.send_messages(message)
+
+
+def outcomes(results: Sequence[Result | Exception]) -> list[Outcome]:
+    """The outcome of each invocation; one that raised fails the test with its error."""
+    return [_result(r).outcome for r in results]
+
+
+def _result(result: Result | Exception) -> Result:
+    if isinstance(result, Exception):
+        raise AssertionError(f"the invocation raised {result!r}") from result
+    return result
 
 
 class SessionRunner:

@@ -1,7 +1,7 @@
-"""Issue 4 on real services: dead letters produced on the project's Service Bus emulator are
-archived into a real Azurite and replayed back onto the emulator, through the app's own
-composition root (``shared.bootstrap.Container``) and, for the HTTP API and the bulk replay
-queue trigger, through the function bindings themselves."""
+"""Archive and replay on real services: dead letters produced on the project's Service Bus
+emulator are archived into a real Azurite and replayed back onto the emulator, through the
+app's own composition root (``shared.bootstrap.Container``) and, for the HTTP API and the bulk
+replay queue trigger, through the function bindings themselves."""
 
 from __future__ import annotations
 
@@ -60,6 +60,7 @@ from .servicebus import (
     SessionRunner,
     dead_letter_session,
     get_session_state,
+    outcomes,
     receive_session,
     received,
     send_interleaved,
@@ -406,6 +407,25 @@ def _document(response: func.HttpResponse, status: int) -> dict[str, Any]:
     return document
 
 
+def replay_status(request_id: str) -> dict[str, Any]:
+    """GET /api/replays/{request_id}, through its binding."""
+    request = _http("GET", f"replays/{request_id}", route_params={"request_id": request_id})
+    return _document(get_replay(request), 200)
+
+
+def deliver_replay_request(storage: StorageConnectionSettings, container: Container) -> None:
+    """The queue trigger, as the host runs it: the one message on the replay queue is handed
+    to the function, then deleted."""
+    queue = QueueClient.from_connection_string(
+        storage.connection_string or "",
+        container.settings.replay_queue_name,
+        message_decode_policy=TextBase64DecodePolicy(),
+    )
+    [message] = list(queue.receive_messages(max_messages=32))
+    replay_requests(func.QueueMessage(id=message.id, body=message.content.encode()))
+    queue.delete_message(message)
+
+
 def test_replay_of_an_unknown_session_is_404_and_of_an_incomplete_one_409(
     make_container: Callable[..., Container],
     servicebus_client: ServiceBusClient,
@@ -497,26 +517,11 @@ def test_bulk_replay_through_the_storage_queue_replays_every_matching_session(
     request_id = accepted["request_id"]
     assert accepted["status_url"].endswith(f"/api/replays/{request_id}")
 
-    def status() -> dict[str, Any]:
-        return _document(
-            get_replay(
-                _http("GET", f"replays/{request_id}", route_params={"request_id": request_id})
-            ),
-            200,
-        )
+    queued = replay_status(request_id)
+    assert (queued["status"], queued["found"]) == ("queued", 0)
+    deliver_replay_request(storage_settings, container)
 
-    assert (status()["status"], status()["found"]) == ("queued", 0)
-    # The queue trigger: what the host hands the function for the message on the queue.
-    queue = QueueClient.from_connection_string(
-        storage_settings.connection_string or "",
-        container.settings.replay_queue_name,
-        message_decode_policy=TextBase64DecodePolicy(),
-    )
-    [message] = list(queue.receive_messages(max_messages=32))
-    replay_requests(func.QueueMessage(id=message.id, body=message.content.encode()))
-    queue.delete_message(message)
-
-    progress = status()
+    progress = replay_status(request_id)
     assert (progress["status"], progress["found"], progress["sent"], progress["failed"]) == (
         "completed",
         3,
@@ -593,9 +598,9 @@ def failed_import_session(
         journal=container.archive,
     )
     results = session_runner.run(queue, sid, during_outage)
-    outcomes = [r.outcome for r in results]  # type: ignore[union-attr]
-    assert outcomes.count(Outcome.COMPLETED) == rows - len(bad_rows)
-    assert outcomes.count(Outcome.DEAD_LETTERED) == len(bad_rows)
+    got = outcomes(results)
+    assert got.count(Outcome.COMPLETED) == rows - len(bad_rows)
+    assert got.count(Outcome.DEAD_LETTERED) == len(bad_rows)
     assert get_session_state(servicebus_client, queue, sid) is None  # row 10 cleared it
     archive_all(container, queue, expected=len(bad_rows))
     return sid, skus
@@ -650,7 +655,7 @@ def test_an_import_session_with_bad_rows_is_replayed_without_force_and_closes_it
 
     resumed = session_runner.run(session_queue, new_session, container.import_processor)
 
-    assert [r.outcome for r in resumed] == [Outcome.COMPLETED] * 2  # type: ignore[union-attr]
+    assert outcomes(resumed) == [Outcome.COMPLETED] * 2
     assert sorted(catalog.find([skus[2], skus[6]])) == sorted([skus[2], skus[6]])
     assert get_session_state(servicebus_client, session_queue, new_session) is None
     assert container.archive.get_summary(sid).status == "replayed"
@@ -681,20 +686,10 @@ def test_bulk_replay_by_reason_replays_an_import_session(
         request_replay(_http("POST", "replays", body={"queue": session_queue, "reason": reason})),
         202,
     )
-    queue = QueueClient.from_connection_string(
-        storage_settings.connection_string or "",
-        container.settings.replay_queue_name,
-        message_decode_policy=TextBase64DecodePolicy(),
-    )
-    [message] = list(queue.receive_messages(max_messages=32))
-    replay_requests(func.QueueMessage(id=message.id, body=message.content.encode()))
-    queue.delete_message(message)
+    deliver_replay_request(storage_settings, container)
 
     request_id = accepted["request_id"]
-    progress = _document(
-        get_replay(_http("GET", f"replays/{request_id}", route_params={"request_id": request_id})),
-        200,
-    )
+    progress = replay_status(request_id)
     assert (progress["status"], progress["found"], progress["sent"], progress["failed"]) == (
         "completed",
         1,
@@ -740,7 +735,7 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
 
     failed = session_runner.run(session_queue, order.session_id, during_outage.purchase_processor)
 
-    assert [r.outcome for r in failed] == [  # type: ignore[union-attr]
+    assert outcomes(failed) == [
         Outcome.COMPLETED,  # GenerateOrderNumber
         Outcome.COMPLETED,  # CalculateTotal
         Outcome.ABANDONED,  # ProcessPayment, attempt 1
@@ -775,7 +770,7 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
         session_queue, accepted["new_session_id"], provider_back.purchase_processor
     )
 
-    assert [r.outcome for r in resumed] == [Outcome.COMPLETED] * 3  # type: ignore[union-attr]
+    assert outcomes(resumed) == [Outcome.COMPLETED] * 3
     [email] = smtp_inbox.messages
     assert email["Subject"] == f"Your receipt for order {order_number}"
     body = email.get_body(preferencelist=("plain",))

@@ -19,7 +19,7 @@ from shared.service_layer.import_tasks import import_tasks
 from shared.service_layer.observers import import_progress_observer
 from shared.service_layer.processor import FailurePolicy, Outcome, RetryPolicy, SessionProcessor
 
-from .servicebus import SessionRunner, send_raw
+from .servicebus import SessionRunner, outcomes, send_raw
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +98,7 @@ def test_rows_are_counted_once_each_even_when_redelivered(
         ],
     )
 
-    outcomes = {
+    runs = {
         session: session_runner.run(
             session_queue, session, processor, wrap=DiesBeforeItsFirstCompletion()
         )
@@ -106,14 +106,14 @@ def test_rows_are_counted_once_each_even_when_redelivered(
     }
     malformed = session_runner.run(session_queue, "job-1-0002", processor)
 
-    for results in outcomes.values():
+    for results in runs.values():
         assert isinstance(results[0], RuntimeError)  # then redelivered and found done
-        assert [r.outcome for r in results[1:]] == [  # type: ignore[union-attr]
+        assert outcomes(results[1:]) == [
             Outcome.ALREADY_DONE,
             Outcome.DEAD_LETTERED,
             Outcome.COMPLETED,
         ]
-    assert [r.outcome for r in malformed] == [Outcome.DEAD_LETTERED]  # type: ignore[union-attr]
+    assert outcomes(malformed) == [Outcome.DEAD_LETTERED]
     assert progress.counts("job-1") == {"imported": 4, "failed": 3}
     assert progress.counts("other") == {}
     assert sorted(catalog.find(["A", "B", "C"])) == ["A", "C"]

@@ -29,7 +29,6 @@ from shared.adapters.azure_clients import (
 from shared.adapters.blob_receipts import BlobReceiptStore
 from shared.adapters.pdf_receipts import ReportLabReceiptRenderer
 from shared.adapters.simulated_payments import TableSimulatedPaymentGateway
-from shared.adapters.smtp_email import SmtpEmailSender
 from shared.adapters.table_archive import TableDeadLetterArchive
 from shared.adapters.table_import_progress import TableImportProgress
 from shared.adapters.table_order_numbers import TableOrderNumbers
@@ -148,9 +147,7 @@ def test_each_task_message_costs_the_round_trips_the_processor_doc_lists(
                     ),
                     receipts=BlobReceiptStore(blobs.get_container_client(RECEIPTS_CONTAINER)),
                     renderer=ReportLabReceiptRenderer(),
-                    email=SmtpEmailSender(
-                        smtp_inbox.host, smtp_inbox.port, sender="receipts@shop.example"
-                    ),
+                    email=smtp_inbox.sender(),
                     tax_rate=Decimal("0.25"),
                     shipping_fee=Decimal("4.95"),
                 )

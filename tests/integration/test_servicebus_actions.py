@@ -26,6 +26,7 @@ from .conftest import ServiceBusEmulator
 from .servicebus import (
     SessionRunner,
     get_session_state,
+    outcomes,
     peek_dead_letters,
     send_tasks,
 )
@@ -70,7 +71,7 @@ def test_a_session_runs_in_order_keeping_its_state_between_messages_and_clearing
 
     results = session_runner.run(session_queue, "s-ok", processor({"A": remember}))
 
-    assert [r.outcome for r in results] == [Outcome.COMPLETED] * 3  # type: ignore[union-attr]
+    assert outcomes(results) == [Outcome.COMPLETED] * 3
     assert seen == [(1, {}), (2, {"done_1": 1}), (3, {"done_1": 1, "done_2": 1})]
     assert get_session_state(servicebus_client, session_queue, "s-ok") is None
     assert servicebus_emulator.counts(session_queue)["active"] == 0
@@ -91,8 +92,8 @@ def test_a_transient_failure_is_abandoned_and_redelivered_with_the_next_attempt_
 
     results = session_runner.run(session_queue, "s-flaky", processor({"F": flaky}))
 
-    outcomes = [r.outcome for r in results]  # type: ignore[union-attr]
-    assert outcomes == [Outcome.ABANDONED, Outcome.COMPLETED, Outcome.ABANDONED, Outcome.COMPLETED]
+    got = outcomes(results)
+    assert got == [Outcome.ABANDONED, Outcome.COMPLETED, Outcome.ABANDONED, Outcome.COMPLETED]
     assert attempts == [1, 2, 1, 2]
 
 
@@ -109,7 +110,7 @@ def test_a_failed_session_dead_letters_the_rest_with_reasons_and_keeps_the_failu
 
     results = session_runner.run(session_queue, "s-fail", processor({"A": ok, "D": declined}))
 
-    assert [r.outcome for r in results] == [  # type: ignore[union-attr]
+    assert outcomes(results) == [
         Outcome.COMPLETED,
         *[Outcome.DEAD_LETTERED] * 3,
     ]
@@ -152,7 +153,7 @@ def test_the_state_written_before_a_crash_makes_the_redelivery_a_no_op(
     )
 
     assert isinstance(results[0], RuntimeError)
-    assert [r.outcome for r in results[1:]] == [  # type: ignore[union-attr]
+    assert outcomes(results[1:]) == [
         Outcome.ALREADY_DONE,
         Outcome.COMPLETED,
     ]

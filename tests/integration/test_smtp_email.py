@@ -11,7 +11,7 @@ from aiosmtpd.controller import Controller
 from localdev.azurite import free_port
 from shared.adapters.pdf_receipts import ReportLabReceiptRenderer
 from shared.adapters.smtp_email import SmtpEmailSender
-from shared.domain.errors import PermanentTaskError, TransientTaskError
+from shared.domain.errors import PermanentTaskError, TaskFailed, TransientTaskError
 from shared.domain.mailboxes import parse_mailbox
 from shared.domain.orders import Order, parse_order
 from shared.service_layer.ports import Attachment, Email
@@ -38,7 +38,7 @@ def test_the_receipt_reaches_the_smtp_server_with_the_pdf_attached(
     smtp_inbox: SmtpInbox,
 ) -> None:
     email = receipt_email()
-    sender = SmtpEmailSender(smtp_inbox.host, smtp_inbox.port, sender="receipts@shop.example")
+    sender = smtp_inbox.sender()
 
     sender.send(email)
 
@@ -57,7 +57,7 @@ def test_the_receipt_reaches_the_smtp_server_with_the_pdf_attached(
 
 
 def test_a_message_id_without_brackets_is_bracketed(smtp_inbox: SmtpInbox) -> None:
-    sender = SmtpEmailSender(smtp_inbox.host, smtp_inbox.port, sender="receipts@shop.example")
+    sender = smtp_inbox.sender()
 
     sender.send(Email("bob@example.com", "Hi", "text", "plain-id@pipelines.local"))
 
@@ -74,33 +74,46 @@ def test_no_server_listening_is_a_transient_failure() -> None:
     assert "SMTP_HOST" in unavailable.value.description
 
 
-def test_a_refused_recipient_is_a_permanent_failure(smtp_inbox: SmtpInbox) -> None:
-    smtp_inbox.rcpt_replies["gone@example.com"] = "550 5.1.1 No such user here"
-    sender = SmtpEmailSender(smtp_inbox.host, smtp_inbox.port, sender="receipts@shop.example")
+@pytest.mark.parametrize(
+    ("reply", "error", "reason", "described_by"),
+    [
+        # Refused for good (5xx): a permanent failure that names what to fix.
+        (
+            "550 5.1.1 No such user here",
+            PermanentTaskError,
+            "EmailRejected",
+            ("No such user here", "e-mail address"),
+        ),
+        # Put off (4xx): a transient failure, retried.
+        (
+            "450 4.2.1 Mailbox busy, try later",
+            TransientTaskError,
+            "EmailServerUnavailable",
+            ("Mailbox busy",),
+        ),
+    ],
+    ids=["refused-5xx-permanent", "put-off-4xx-transient"],
+)
+def test_a_recipient_refused_is_a_permanent_failure_and_put_off_a_transient_one(
+    smtp_inbox: SmtpInbox,
+    reply: str,
+    error: type[TaskFailed],
+    reason: str,
+    described_by: tuple[str, ...],
+) -> None:
+    smtp_inbox.rcpt_replies["someone@example.com"] = reply
+    sender = smtp_inbox.sender()
 
-    with pytest.raises(PermanentTaskError) as rejected:
-        sender.send(receipt_email(to="gone@example.com"))
+    with pytest.raises(error) as failed:
+        sender.send(receipt_email(to="someone@example.com"))
 
-    assert rejected.value.reason == "EmailRejected"
-    assert "No such user here" in rejected.value.description
-    assert "e-mail address" in rejected.value.description
-    assert smtp_inbox.messages == []
-
-
-def test_a_recipient_put_off_with_4xx_is_a_transient_failure(smtp_inbox: SmtpInbox) -> None:
-    smtp_inbox.rcpt_replies["busy@example.com"] = "450 4.2.1 Mailbox busy, try later"
-    sender = SmtpEmailSender(smtp_inbox.host, smtp_inbox.port, sender="receipts@shop.example")
-
-    with pytest.raises(TransientTaskError) as later:
-        sender.send(receipt_email(to="busy@example.com"))
-
-    assert later.value.reason == "EmailServerUnavailable"
-    assert "Mailbox busy" in later.value.description
+    assert failed.value.reason == reason
+    assert all(text in failed.value.description for text in described_by)
     assert smtp_inbox.messages == []
 
 
 def test_a_malformed_address_is_refused_not_sent_elsewhere(smtp_inbox: SmtpInbox) -> None:
-    sender = SmtpEmailSender(smtp_inbox.host, smtp_inbox.port, sender="receipts@shop.example")
+    sender = smtp_inbox.sender()
 
     with pytest.raises(PermanentTaskError):
         sender.send(receipt_email(to="not an address@@example.com"))
@@ -140,7 +153,7 @@ def test_a_receipt_for_anything_the_api_accepts_reaches_the_smtp_server(
 ) -> None:
     email, name = ACCEPTED[case]
     pdf = ReportLabReceiptRenderer().render(replace(RECEIPT, customer_name=name))
-    sender = SmtpEmailSender(smtp_inbox.host, smtp_inbox.port, sender="receipts@shop.example")
+    sender = smtp_inbox.sender()
 
     sender.send(purchase_receipt("job-7", order(email, name), "ORD-00000007", "12.50", pdf))
 
@@ -152,7 +165,7 @@ def test_a_lone_surrogate_already_in_a_message_is_mailed_as_a_replacement_charac
 ) -> None:
     # Not a character: the API refuses it, but a message sent before it did may carry one.
     order_with_surrogate = replace(order("ada@example.com", "Ada"), customer_name="Ada \ud800")
-    sender = SmtpEmailSender(smtp_inbox.host, smtp_inbox.port, sender="receipts@shop.example")
+    sender = smtp_inbox.sender()
 
     sender.send(purchase_receipt("job-8", order_with_surrogate, "ORD-00000008", "1.00", b"%PDF-"))
 
@@ -191,7 +204,7 @@ def ascii_only_inbox() -> Iterator[SmtpInbox]:
 
 def test_a_non_ascii_domain_needs_no_smtputf8(ascii_only_inbox: SmtpInbox) -> None:
     inbox = ascii_only_inbox
-    sender = SmtpEmailSender(inbox.host, inbox.port, sender="receipts@shop.example")
+    sender = inbox.sender()
 
     sender.send(purchase_receipt("job-9", order("ada@bücher.example", "Ada"), "O-9", "1", b""))
 
@@ -202,7 +215,7 @@ def test_a_non_ascii_local_part_on_a_server_without_smtputf8_names_the_setting_t
     ascii_only_inbox: SmtpInbox,
 ) -> None:
     inbox = ascii_only_inbox
-    sender = SmtpEmailSender(inbox.host, inbox.port, sender="receipts@shop.example")
+    sender = inbox.sender()
 
     with pytest.raises(PermanentTaskError) as refused:
         sender.send(purchase_receipt("job-10", order("jösé@example.com", "José"), "O", "1", b""))

@@ -16,7 +16,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from localdev.azurite import free_port
-from shared.adapters.smtp_email import SmtpEmailSender
 from shared.domain.errors import PermanentTaskError
 from shared.service_layer.ports import Email
 
@@ -89,9 +88,7 @@ def test_starttls_with_a_trusted_certificate_delivers(
     tls_inbox.clear()
     # Trust the test certificate the way an operator would: through the default trust store.
     monkeypatch.setenv("SSL_CERT_FILE", str(certificate[0]))
-    sender = SmtpEmailSender(
-        tls_inbox.host, tls_inbox.port, sender="receipts@shop.example", starttls=True
-    )
+    sender = tls_inbox.sender(starttls=True)
 
     sender.send(EMAIL)
 
@@ -100,9 +97,7 @@ def test_starttls_with_a_trusted_certificate_delivers(
 
 def test_an_untrusted_certificate_is_a_permanent_failure(tls_inbox: SmtpInbox) -> None:
     tls_inbox.clear()
-    sender = SmtpEmailSender(
-        tls_inbox.host, tls_inbox.port, sender="receipts@shop.example", starttls=True
-    )
+    sender = tls_inbox.sender(starttls=True)
 
     with pytest.raises(PermanentTaskError) as rejected:
         sender.send(EMAIL)
@@ -113,7 +108,7 @@ def test_an_untrusted_certificate_is_a_permanent_failure(tls_inbox: SmtpInbox) -
 
 def test_without_starttls_a_server_that_requires_it_rejects_the_mail(tls_inbox: SmtpInbox) -> None:
     tls_inbox.clear()
-    sender = SmtpEmailSender(tls_inbox.host, tls_inbox.port, sender="receipts@shop.example")
+    sender = tls_inbox.sender()
 
     with pytest.raises(PermanentTaskError) as rejected:
         sender.send(EMAIL)
@@ -125,9 +120,7 @@ def test_without_starttls_a_server_that_requires_it_rejects_the_mail(tls_inbox: 
 def test_starttls_against_a_server_without_it_is_a_permanent_failure(
     smtp_inbox: SmtpInbox,
 ) -> None:
-    sender = SmtpEmailSender(
-        smtp_inbox.host, smtp_inbox.port, sender="receipts@shop.example", starttls=True
-    )
+    sender = smtp_inbox.sender(starttls=True)
 
     with pytest.raises(PermanentTaskError) as rejected:
         sender.send(EMAIL)

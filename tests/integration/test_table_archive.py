@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from azure.data.tables import TableClient, TableServiceClient
@@ -179,7 +179,7 @@ def summary(
     *,
     task: str,
     reason: str,
-    status: str = "failed",
+    status: Literal["failed", "replayed"] = "failed",
     queue: str = "purchase-tasks",
 ) -> FailedSession:
     return FailedSession(
@@ -193,7 +193,7 @@ def summary(
         message_count=3,
         has_last=True,
         context={"order_number": "ORD-1"},
-        status=status,  # type: ignore[arg-type]
+        status=status,
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from localdev.host import LocalHost
+from localdev.servicebus_emulator.testing import run_emulator
 
 logging.getLogger("localdev.host").setLevel(logging.INFO)
 
@@ -126,10 +127,6 @@ def emulator_config() -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def servicebus_connection_string() -> Iterator[str]:
-    try:
-        from localdev.servicebus_emulator.testing import run_emulator
-    except ImportError as error:
-        pytest.skip(f"the Service Bus emulator is not in the tree yet ({error})")
     with run_emulator(emulator_config()) as emulator:
         yield emulator.connection_string
 

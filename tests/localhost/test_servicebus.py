@@ -72,6 +72,15 @@ def delivery_counts(caplog: pytest.LogCaptureFixture, message_id: str) -> list[i
     return [int(count) for count in re.findall(pattern, caplog.text)]
 
 
+def calls_of(
+    seen: Any, function: str, count: int, *, what: str, timeout: float = 15
+) -> list[dict[str, Any]]:
+    """The calls of ``function``, once there are ``count`` of them (``what`` says which)."""
+    return wait_for(
+        lambda: len(seen.of(function)) == count and seen.of(function), timeout=timeout, what=what
+    )
+
+
 def host_json(**service_bus: Any) -> dict[str, Any]:
     document = json.loads(json.dumps(FAST_HOST_JSON))
     document["extensions"]["serviceBus"].update(service_bus)
@@ -160,11 +169,7 @@ def test_an_exception_abandons_and_the_message_comes_back(
 ) -> None:
     send(client, "sessions-abandon", {"n": 0, "fail_times": 2}, {"n": 1}, session_id="x")
     start("session_tasks", "sessions-abandon")
-    calls = wait_for(
-        lambda: len(seen.of("session_tasks")) == 4 and seen.of("session_tasks"),
-        timeout=15,
-        what="two failures, a success and the next message",
-    )
+    calls = calls_of(seen, "session_tasks", 4, what="two failures, a success and the next message")
     assert [c["sequence"] for c in calls] == [0, 0, 0, 1]
     counts = delivery_counts(caplog, calls[0]["message_id"])
     assert counts == [counts[0], counts[0] + 1, counts[0] + 2]
@@ -184,11 +189,7 @@ def test_auto_complete_completes_unless_the_function_settled(
         session_id="auto",
     )
     start("session_tasks", "sessions-autocomplete")
-    calls = wait_for(
-        lambda: len(seen.of("session_tasks")) == 3 and seen.of("session_tasks"),
-        timeout=15,
-        what="three invocations",
-    )
+    calls = calls_of(seen, "session_tasks", 3, what="three invocations")
     # Settling twice fails the way it does in Azure: a SettlementError from the gRPC call.
     assert calls[2]["second_complete"].startswith("SettlementError")
     time.sleep(LOCK_DURATION_SECONDS + 1)
@@ -232,11 +233,7 @@ def test_session_state_is_set_read_and_cleared_through_message_actions(
         session_id="st",
     )
     start("session_tasks", "sessions-state")
-    calls = wait_for(
-        lambda: len(seen.of("session_tasks")) == 4 and seen.of("session_tasks"),
-        timeout=15,
-        what="four invocations",
-    )
+    calls = calls_of(seen, "session_tasks", 4, what="four invocations")
     assert [c.get("state") for c in calls] == [None, b"step-1", None, b""]
     with client.get_queue_receiver("sessions-state", session_id="st", max_wait_time=1) as r:
         assert not r.session.get_state()
@@ -290,11 +287,7 @@ def test_abandon_from_the_function_brings_the_message_back_at_once(
 ) -> None:
     send(client, "plain-abandon", {"n": 0, "settle": "abandon", "settle_times": 1})
     start("plain_tasks", "plain-abandon", maxConcurrentCalls=1)
-    first, second = wait_for(
-        lambda: len(seen.of("plain_tasks")) == 2 and seen.of("plain_tasks"),
-        timeout=15,
-        what="the abandoned message delivered again",
-    )
+    first, second = calls_of(seen, "plain_tasks", 2, what="the abandoned message delivered again")
     counts = delivery_counts(caplog, first["message_id"])
     assert counts[1] == counts[0] + 1
     # Abandoned, not left to its lock: it is back well before the lock would have run out.
@@ -409,11 +402,7 @@ def test_release_session_frees_the_session_when_the_invocation_ends(
         return
     wait_for(accept, timeout=5, what="the released session accepted by another receiver")
     send(client, queue, {"n": 1}, session_id="r")
-    calls = wait_for(
-        lambda: len(seen.of("session_tasks")) == 2 and seen.of("session_tasks"),
-        timeout=15,
-        what="the host taking the session again",
-    )
+    calls = calls_of(seen, "session_tasks", 2, what="the host taking the session again")
     assert [c["sequence"] for c in calls] == [0, 1]
     wait_for(lambda: no_session_has_messages(client, queue), what="the second message completed")
 
@@ -513,8 +502,10 @@ def test_released_sessions_complete_one_after_the_other_well_inside_the_idle_tim
             session_id=session,
         )
     start("session_tasks", queue, maxConcurrentSessions=1, sessionIdleTimeout=LONG_IDLE)
-    calls = wait_for(
-        lambda: len(seen.of("session_tasks")) == 6 and seen.of("session_tasks"),
+    calls = calls_of(
+        seen,
+        "session_tasks",
+        6,
         timeout=WELL_INSIDE_LONG_IDLE,
         what="both sessions, each released after its last message",
     )
@@ -550,8 +541,10 @@ def test_a_released_session_frees_its_slot_for_a_waiting_one_within_max_concurre
             session_id=session,
         )
     start("session_tasks", queue, maxConcurrentSessions=2, sessionIdleTimeout=LONG_IDLE)
-    calls = wait_for(
-        lambda: len(seen.of("session_tasks")) == 18 and seen.of("session_tasks"),
+    calls = calls_of(
+        seen,
+        "session_tasks",
+        18,
         timeout=WELL_INSIDE_LONG_IDLE,
         what="six sessions through two slots, each released after its last message",
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-HEADER = ("sku", "name", "price", "currency", "description")
+from spark_jobs.product_import.columns import FIELDS as HEADER
 
 
 def product(i: int) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""One local Spark session (local[2]) for the whole test run: starting one costs 5-7 s."""
+"""One local Spark session (local[2]) for the whole test run: starting one costs 5-7 s; one
+emulator per test module, on the app's own queue definitions."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+
+from .queues import APP_CONFIG
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -30,3 +33,11 @@ def spark() -> Iterator[object]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def connection_string() -> Iterator[str]:
+    """The connection string of an emulator serving the app's queues (this module's own)."""
+    testing = pytest.importorskip("localdev.servicebus_emulator.testing")
+    with testing.run_emulator(APP_CONFIG) as emulator:
+        yield emulator.connection_string

@@ -7,7 +7,8 @@ import json
 
 from azure.servicebus import ServiceBusMessageBatch
 
-from spark_jobs.product_import.sending import SendOptions, send_rows
+from spark_jobs.product_import.columns import FIELDS
+from spark_jobs.product_import.sending import send_rows
 
 from .catalogues import product
 
@@ -39,7 +40,7 @@ def planned(sessions: int, per_session: int) -> list[dict]:
 def test_batches_fill_to_the_size_limit_keep_order_and_never_mix_sessions() -> None:
     sender = RecordingSender(max_size_in_bytes=4096)
 
-    sent = send_rows(sender, "j", planned(3, 25), SendOptions())
+    sent = send_rows(sender, "j", planned(3, 25))
 
     assert sent == 75
     assert len(sender.sent) > 3  # 25 messages of ~400 bytes do not fit one 4 KiB batch
@@ -51,3 +52,4 @@ def test_batches_fill_to_the_size_limit_keep_order_and_never_mix_sessions() -> N
     assert [b["step"] for b in bodies[:25]] == list(range(1, 26))
     assert [b["is_last"] for b in bodies].count(True) == 3
     assert messages[0].application_properties["task"] == "ImportProduct"
+    assert all(set(b["payload"]) == set(FIELDS) for b in bodies)  # the catalogue's columns

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from localdev.azurite import run_azurite
 from shared.adapters.azure_clients import table_service
 from shared.config import ConfigurationError, StorageConnectionSettings
-from spark_jobs.product_import.__main__ import main
+from spark_jobs.product_import.__main__ import executors_run_this_python, main
 from spark_jobs.product_import.manifest import IMPORT_JOBS_TABLE, TableManifestStore
 
-from .catalogues import write_csv
+from .catalogues import product, write_csv
+from .queues import QUEUE, assert_arrived_once_in_order, drain
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.integration
@@ -48,3 +55,45 @@ def test_a_missing_connection_setting_fails_with_its_name(monkeypatch) -> None:
     with pytest.raises(ConfigurationError, match="NoSuchSetting"):
         main(["--input", "x", "--format", "csv", "--job-id", "j", "--queue", "q",
               "--connection-setting", "NoSuchSetting"])  # fmt: skip
+
+
+def test_the_executors_run_the_drivers_python_unless_told_otherwise() -> None:
+    environ: dict[str, str] = {}
+    executors_run_this_python(environ)
+    assert environ == {"PYSPARK_PYTHON": sys.executable}
+
+    told = {"PYSPARK_PYTHON": "/opt/cluster/python3"}
+    executors_run_this_python(told)
+    assert told == {"PYSPARK_PYTHON": "/opt/cluster/python3"}
+
+
+@pytest.mark.integration
+def test_the_command_as_a_user_types_it_sends_every_row_and_reports_progress(
+    connection_string, tmp_path
+) -> None:
+    """No PYSPARK_PYTHON, and a PATH whose python3 is the system's, without the job's
+    packages: as in a shell where the virtual environment is not activated."""
+    path = write_csv(tmp_path / "c.csv", 30)
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("PYSPARK_") and name != "VIRTUAL_ENV"
+    }
+    env.update(
+        PATH="/usr/bin:/bin",
+        SPARK_LOCAL_IP="127.0.0.1",
+        ServiceBusConnection=connection_string,
+    )
+
+    done = subprocess.run(
+        [sys.executable, "-m", "spark_jobs.product_import", "--input", str(path),
+         "--format", "csv", "--job-id", "cli-2", "--sessions", "2", "--queue", QUEUE,
+         "--master", "local[2]"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["rows_sent"] == 30
+    assert "job cli-2: 30 of 30 rows sent (100%)" in done.stderr
+    expected = [product(i)["sku"] for i in range(1, 31)]
+    assert_arrived_once_in_order(drain(connection_string), "cli-2", expected)

@@ -83,9 +83,9 @@ def test_a_missing_connection_fails_naming_its_settings() -> None:
         storage_settings("Store", {"Store__accountName": "  "})
 
 
-def test_each_partition_builds_its_client_from_the_settings_it_carries(monkeypatch) -> None:
+def test_the_executor_builds_its_client_from_the_settings_the_function_carries(monkeypatch) -> None:
     """foreachPartition pickles the function for the executors: it carries the settings (plain
-    data), and the client and its credential are built on the executor, once per partition."""
+    data), and the client and its credential are built on the executor."""
     from pyspark import cloudpickle
 
     from spark_jobs.product_import import sending
@@ -93,7 +93,7 @@ def test_each_partition_builds_its_client_from_the_settings_it_carries(monkeypat
     class Built(Exception):
         """Raised by the fake with what it was given (the pickled copy has its own state)."""
 
-    def client_for(settings: object) -> object:
+    def client_for(settings: object, **options: object) -> object:
         raise Built(settings)
 
     monkeypatch.setattr(sending, "service_bus_client", client_for)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,10 @@ from spark_jobs.product_import.job import (
     assign_sessions,
     default_sessions,
     number_rows,
+    partition_for_sending,
     read_catalogue,
+    send_partitions,
+    session_sizes,
     validate,
 )
 
@@ -127,3 +131,65 @@ def test_numbering_is_stable_across_runs(spark, tmp_path):
 def test_the_default_session_count_follows_the_row_count():
     assert default_sessions(0) == 1
     assert default_sessions(1500) == 2
+
+
+@pytest.mark.parametrize(("rows", "sessions"), [(103, 4), (20, 3), (5, 8), (1, 1)])
+def test_the_manifest_session_sizes_are_those_of_the_plan(spark, tmp_path, rows, sessions):
+    path = write_csv(tmp_path / "c.csv", rows)
+
+    planned, _ = plan(spark, path, "csv", "job-h", sessions)
+
+    assert session_sizes("job-h", sessions, rows) == Counter(r["session_id"] for r in planned)
+
+
+def test_an_empty_catalogue_has_no_sessions():
+    assert session_sizes("job-i", 3, 0) == {}
+
+
+def test_each_send_task_gets_whole_sessions_in_step_order(spark, tmp_path):
+    path = write_csv(tmp_path / "c.csv", 90)
+    valid, _ = validate(number_rows(read_catalogue(spark, str(path), "csv")))
+    planned = assign_sessions(valid, "job-j", 9, total=90)
+
+    tasks = partition_for_sending(planned, 4).rdd.glom().collect()
+
+    assert len(tasks) == 4
+    seen: set[str] = set()
+    for rows in tasks:
+        keys = [(r["session_id"], r["step"]) for r in rows]
+        assert keys == sorted(keys)
+        sessions = {session_id for session_id, _ in keys}
+        assert not sessions & seen  # no session is split between two tasks
+        seen |= sessions
+    assert len(seen) == 9
+
+
+def test_there_are_several_send_tasks_per_core_but_never_more_than_sessions():
+    assert send_partitions(100, 2) == 16
+    assert send_partitions(3, 2) == 3
+    assert send_partitions(0, 2) == 1
+
+
+@pytest.fixture
+def small_splits(spark):
+    """Files cut into splits of about 1 kB, so a small catalogue spans many partitions."""
+    keys = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")
+    saved = {key: spark.conf.get(key) for key in keys}
+    for key in keys:
+        spark.conf.set(key, "1024")
+    yield
+    for key, value in saved.items():
+        spark.conf.set(key, value)
+
+
+def test_rows_and_ranks_are_counted_across_input_partitions(spark, tmp_path, small_splits):
+    broken = {5: "only,three,fields", 77: "x", 78: "y", 150: "a,b,1,EUR,d,extra"}
+    path = write_csv(tmp_path / "c.csv", 200, broken_lines=broken)
+    assert read_catalogue(spark, str(path), "csv").rdd.getNumPartitions() > 3
+
+    rows, rejects = plan(spark, path, "csv", "job-k", 7)
+
+    assert [r["row_number"] for r in rejects] == sorted(broken)
+    assert [r["row_number"] for r in rows] == [i for i in range(1, 201) if i not in broken]
+    assert [r["sku"] for r in rows] == [product(i)["sku"] for i in range(1, 201) if i not in broken]
+    assert_sessions_contiguous(rows, 7)

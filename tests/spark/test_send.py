@@ -3,79 +3,38 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient
-from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusConnectionError
+from azure.servicebus.exceptions import ServiceBusConnectionError
 
 from shared.config import ServiceBusConnectionSettings
+from spark_jobs.product_import import sending
 from spark_jobs.product_import.job import assign_sessions, number_rows, read_catalogue, run_import
 from spark_jobs.product_import.job import validate as split_rejects
-from spark_jobs.product_import.sending import SendOptions, send_partition, send_with_retry
+from spark_jobs.product_import.sending import WORKER_SENDER, SendOptions, send_partition
 
 from .catalogues import product, write_csv, write_jsonl, write_parquet, write_xlsx
-
-QUEUE = "product-import-tasks"
-
-
-# The app's own local config (infra/local/config.json): the import queue exactly as the app
-# and make up get it, duplicate detection included.
-APP_CONFIG = Path(__file__).resolve().parents[2] / "infra" / "local" / "config.json"
+from .queues import QUEUE, assert_arrived_once_in_order, drain, peek_session
 
 
-@pytest.fixture(scope="module")
-def connection_string() -> Iterator[str]:
-    testing = pytest.importorskip("localdev.servicebus_emulator.testing")
-    with testing.run_emulator(APP_CONFIG) as emulator:
-        yield emulator.connection_string
+class Accumulator:
+    """What a Spark accumulator offers the send function, for calling it without Spark."""
 
+    value = 0
 
-def drain(connection_string: str) -> dict[str, list[dict]]:
-    """Every message on the queue, session by session, in delivery order (completed)."""
-    sessions: dict[str, list[dict]] = {}
-    # No retries: the SDK retries "no session available" as a timeout, 4 x max_wait_time.
-    with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as client:
-        while True:
-            try:
-                receiver = client.get_queue_receiver(
-                    QUEUE, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1
-                )
-                with receiver:
-                    for message in receiver:
-                        body = json.loads(b"".join(message.body))
-                        sessions.setdefault(message.session_id, []).append(
-                            {"message_id": message.message_id, **body}
-                        )
-                        receiver.complete_message(message)
-            except OperationTimeoutError:
-                return sessions
-
-
-def peek_session(connection_string: str, session_id: str) -> int:
-    """How many messages the session holds, without settling any."""
-    with (
-        ServiceBusClient.from_connection_string(connection_string) as client,
-        client.get_queue_receiver(QUEUE, session_id=session_id, max_wait_time=2) as receiver,
-    ):
-        return len(receiver.peek_messages(max_message_count=1000))
-
-
-def assert_arrived_once_in_order(sessions: dict[str, list[dict]], job_id: str, skus: list[str]):
-    received = [m for session_id in sorted(sessions) for m in sessions[session_id]]
-    assert [m["payload"]["sku"] for m in received] == skus  # each once, sessions contiguous
-    assert len({m["message_id"] for m in received}) == len(received)
-    for messages in sessions.values():
-        assert [m["step"] for m in messages] == list(range(1, len(messages) + 1))
-        assert [m["is_last"] for m in messages] == [False] * (len(messages) - 1) + [True]
-        assert all(m["job_id"] == job_id and m["task"] == "ImportProduct" for m in messages)
+    def add(self, n: int) -> None:
+        self.value += n
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("fmt", ["csv", "json", "parquet", "xlsx"])
 def test_every_valid_row_arrives_once_in_order_with_last_markers(
-    spark, connection_string, tmp_path: Path, fmt: str
+    spark, connection_string, tmp_path: Path, fmt: str, caplog
 ) -> None:
     rows = 120
     path = {
@@ -85,8 +44,9 @@ def test_every_valid_row_arrives_once_in_order_with_last_markers(
         "xlsx": lambda: write_xlsx(tmp_path / "c.xlsx", rows, empty_rows={7}),
     }[fmt]()
     job_id = f"import-{fmt}"
+    caplog.set_level(logging.INFO, logger="spark_jobs.product_import")
 
-    result = run_import(
+    manifest = run_import(
         spark,
         input_path=str(path),
         fmt=fmt,
@@ -99,17 +59,19 @@ def test_every_valid_row_arrives_once_in_order_with_last_markers(
 
     rejected = [] if fmt == "parquet" else [7]
     expected = [product(i)["sku"] for i in range(1, rows + 1) if i not in rejected]
-    assert_arrived_once_in_order(drain(connection_string), job_id, expected)
-    manifest = result.manifest
+    received = drain(connection_string)
+    assert_arrived_once_in_order(received, job_id, expected)
     assert (manifest.rows_read, manifest.rows_rejected, manifest.rows_sent) == (
         rows,
         len(rejected),
         len(expected),
     )
-    assert sum(manifest.sessions.values()) == len(expected) and len(manifest.sessions) == 3
+    assert manifest.sessions == {k: len(v) for k, v in received.items()}
     written = [json.loads(line) for f in (tmp_path / "rejects").glob("*.json") for line in f.open()]
     assert [r["row_number"] for r in written] == rejected
     assert all(r["reason"] for r in written)
+    n = len(expected)
+    assert any(f"job {job_id}: {n} of {n} rows sent (100%)" in m for m in caplog.messages)
 
 
 @pytest.mark.integration
@@ -130,20 +92,17 @@ def test_a_rerun_of_the_same_job_sends_nothing_twice(spark, connection_string, t
     assert_arrived_once_in_order(drain(connection_string), "rerun", expected)
 
 
+def planned_rows(spark, path: Path, job_id: str, sessions: int, total: int) -> list:
+    valid, _ = split_rejects(number_rows(read_catalogue(spark, str(path), "csv")))
+    planned = assign_sessions(valid, job_id, sessions, total=total)
+    return planned.orderBy("session_id", "step").collect()
+
+
 @pytest.mark.integration
 def test_a_retried_task_sends_nothing_twice(spark, connection_string, tmp_path) -> None:
     """A partition whose first attempt dies after sending its first session, in the middle of
     its second, then runs again from the start: as Spark retries a failed task."""
-    path = write_csv(tmp_path / "c.csv", 40)
-    valid, _ = split_rejects(number_rows(read_catalogue(spark, str(path), "csv")))
-    rows = assign_sessions(valid, "retry", 2, total=40).orderBy("session_id", "step").collect()
-
-    class Accumulator:
-        value = 0
-
-        def add(self, n: int) -> None:
-            self.value += n
-
+    rows = planned_rows(spark, write_csv(tmp_path / "c.csv", 40), "retry", 2, 40)
     sent = Accumulator()
     send = send_partition(
         job_id="retry",
@@ -170,22 +129,89 @@ def test_a_retried_task_sends_nothing_twice(spark, connection_string, tmp_path) 
     assert sent.value == 40  # the retry sent all 40; the queue dropped the first 20 again
 
 
-def test_transient_errors_are_retried_with_growing_backoff_and_permanent_ones_are_not() -> None:
-    calls: list[int] = []
-    sleeps: list[float] = []
+@pytest.mark.integration
+def test_a_worker_keeps_one_sender_for_its_partitions_and_replaces_one_that_failed(
+    spark, connection_string, tmp_path, monkeypatch
+) -> None:
+    rows = planned_rows(spark, write_csv(tmp_path / "c.csv", 30), "reuse", 3, 30)
+    built: list[object] = []
+    real_client = sending.service_bus_client
 
-    def flaky() -> None:
-        calls.append(1)
-        if len(calls) < 3:
-            raise ServiceBusConnectionError(message="connection reset")
+    def counting_client(settings, **options):
+        built.append(settings)
+        return real_client(settings, **options)
 
-    send_with_retry(flaky, SendOptions(min_backoff_seconds=1.0), sleep=sleeps.append)
+    monkeypatch.setattr(sending, "service_bus_client", counting_client)
+    WORKER_SENDER.close()
+    send = send_partition(
+        job_id="reuse",
+        queue_name=QUEUE,
+        connection=ServiceBusConnectionSettings(connection_string=connection_string),
+        options=SendOptions(),
+        sent=Accumulator(),
+    )
 
-    assert len(calls) == 3
-    assert 0.5 <= sleeps[0] <= 1.0 and 1.0 <= sleeps[1] <= 2.0
+    def session(k: int) -> Iterator:
+        return (row for row in rows if row["session_id"] == f"reuse-{k:04d}")
 
-    def broken() -> None:
-        raise ValueError("not a Service Bus error")
+    def fails() -> Iterator:
+        yield from session(1)
+        raise RuntimeError("executor lost")
 
-    with pytest.raises(ValueError):
-        send_with_retry(broken, SendOptions(), sleep=sleeps.append)
+    send(session(0))
+    with pytest.raises(RuntimeError):
+        send(fails())
+    send(session(1))
+    send(session(2))
+    WORKER_SENDER.close()
+
+    assert len(built) == 2  # one for the first two partitions, one after the failure
+    expected = [product(i)["sku"] for i in range(1, 31)]
+    assert_arrived_once_in_order(drain(connection_string), "reuse", expected)
+
+
+@pytest.fixture
+def refusing_broker() -> Iterator[tuple[int, list[int]]]:
+    """A TCP server on 127.0.0.1 that accepts each connection and closes it at once, as a
+    namespace that drops connections does: its port and the connections it has seen."""
+    server = socket.create_server(("127.0.0.1", 0))
+    seen: list[int] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            seen.append(1)
+            connection.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], seen
+    server.close()
+    thread.join(timeout=5)
+
+
+def test_a_failing_send_is_attempted_as_often_as_the_policy_says_and_no_more(
+    refusing_broker,
+) -> None:
+    port, connections = refusing_broker
+    settings = ServiceBusConnectionSettings(
+        connection_string=f"Endpoint=sb://127.0.0.1:{port}/;SharedAccessKeyName=k;"
+        "SharedAccessKey=v;UseDevelopmentEmulator=true"
+    )
+    send = send_partition(
+        job_id="j",
+        queue_name=QUEUE,
+        connection=settings,
+        options=SendOptions(max_attempts=3, backoff_seconds=0.01),
+        sent=Accumulator(),
+    )
+    row = {**product(1), "session_id": "j-0000", "step": 1, "is_last": True, "row_number": 1}
+
+    with pytest.raises(ServiceBusConnectionError):
+        send(iter([row]))
+
+    # One connection per attempt: the SDK's policy is the only layer that retries.
+    assert len(connections) == 3

@@ -7,19 +7,11 @@ from pathlib import Path
 import pytest
 
 from shared.config import ConfigurationError, Settings
-
-BASE = {
-    "PURCHASE_QUEUE_NAME": "purchase-tasks",
-    "IMPORT_QUEUE_NAME": "product-import-tasks",
-    "REPLAY_QUEUE_NAME": "replay-requests",
-    "ServiceBusConnection": "Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=v;"
-    "UseDevelopmentEmulator=true;",
-    "AzureWebJobsStorage": "UseDevelopmentStorage=true",
-}
+from tests.builders import APP_SETTINGS
 
 
 def test_defaults_fill_in_what_is_optional() -> None:
-    settings = Settings.from_env(BASE)
+    settings = Settings.from_env(APP_SETTINGS)
     assert settings.purchase_queue_name == "purchase-tasks"
     assert settings.tax_rate == Decimal("0.25")
     assert settings.task_max_attempts == 5
@@ -28,7 +20,9 @@ def test_defaults_fill_in_what_is_optional() -> None:
 
 def test_identity_based_connections_need_no_secrets() -> None:
     env = {
-        k: v for k, v in BASE.items() if k not in ("ServiceBusConnection", "AzureWebJobsStorage")
+        k: v
+        for k, v in APP_SETTINGS.items()
+        if k not in ("ServiceBusConnection", "AzureWebJobsStorage")
     }
     env |= {
         "ServiceBusConnection__fullyQualifiedNamespace": "ns.servicebus.windows.net",
@@ -44,14 +38,14 @@ def test_identity_based_connections_need_no_secrets() -> None:
 
 @pytest.mark.parametrize("name", ["PURCHASE_QUEUE_NAME", "IMPORT_QUEUE_NAME", "REPLAY_QUEUE_NAME"])
 def test_a_missing_required_setting_is_named(name: str) -> None:
-    env = {k: v for k, v in BASE.items() if k != name}
+    env = {k: v for k, v in APP_SETTINGS.items() if k != name}
     with pytest.raises(ConfigurationError, match=name):
         Settings.from_env(env)
 
 
 @pytest.mark.parametrize("name", ["ServiceBusConnection", "AzureWebJobsStorage"])
 def test_a_missing_connection_says_both_ways_to_set_it(name: str) -> None:
-    env = {k: v for k, v in BASE.items() if k != name}
+    env = {k: v for k, v in APP_SETTINGS.items() if k != name}
     with pytest.raises(ConfigurationError, match=f"{name}__"):
         Settings.from_env(env)
 
@@ -68,11 +62,11 @@ def test_a_missing_connection_says_both_ways_to_set_it(name: str) -> None:
 )
 def test_a_bad_value_is_named(name: str, value: str) -> None:
     with pytest.raises(ConfigurationError, match=name):
-        Settings.from_env({**BASE, name: value})
+        Settings.from_env({**APP_SETTINGS, name: value})
 
 
 def test_token_lists_are_comma_separated() -> None:
-    settings = Settings.from_env({**BASE, "PAYMENT_SIMULATOR_DECLINE_TOKENS": " a, b ,,c"})
+    settings = Settings.from_env({**APP_SETTINGS, "PAYMENT_SIMULATOR_DECLINE_TOKENS": " a, b ,,c"})
     assert settings.payment_decline_tokens == {"a", "b", "c"}
 
 
@@ -86,9 +80,12 @@ def test_the_replay_triggers_last_attempt_is_the_hosts_max_dequeue_count_everywh
     local = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
     bicep = (ROOT / "infra" / "app" / "function.bicep").read_text()
 
-    assert Settings.from_env(BASE).replay_max_dequeue_count == count
+    assert Settings.from_env(APP_SETTINGS).replay_max_dequeue_count == count
     assert local["REPLAY_MAX_DEQUEUE_COUNT"] == str(count)
     assert f"{{ name: 'REPLAY_MAX_DEQUEUE_COUNT', value: '{count}' }}" in bicep
     assert (
-        Settings.from_env({**BASE, "REPLAY_MAX_DEQUEUE_COUNT": "3"}).replay_max_dequeue_count == 3
+        Settings.from_env(
+            {**APP_SETTINGS, "REPLAY_MAX_DEQUEUE_COUNT": "3"}
+        ).replay_max_dequeue_count
+        == 3
     )

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -31,7 +29,7 @@ from shared.service_layer.bulk_replay import (
 )
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.import_tasks import import_tasks
-from shared.service_layer.ports import DeadLetter, OutgoingMessage
+from shared.service_layer.ports import OutgoingMessage
 from shared.service_layer.processor import (
     FailurePolicy,
     IncomingMessage,
@@ -40,6 +38,7 @@ from shared.service_layer.processor import (
     SessionProcessor,
 )
 from shared.service_layer.replay import replay_session
+from tests.builders import NOW, dead_letter, purchase_dead_letter
 from tests.fakes import (
     InMemoryAuditTrail,
     InMemoryDeadLetterArchive,
@@ -51,34 +50,6 @@ from tests.fakes import (
     InMemorySessionSeeder,
 )
 
-NOW = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
-TASKS = ("GenerateOrderNumber", "CalculateTotal", "ProcessPayment", "GenerateReceipt", "Send")
-_seq = itertools.count(100)
-
-
-def letter(session: str, step: int, reason: str, *, queue: str = "purchase-tasks") -> DeadLetter:
-    message = TaskMessage(
-        job_id=f"job-{session}",
-        pipeline="purchase",
-        task=TASKS[step - 1],
-        step=step,
-        is_last=step == 5,
-        payload={},
-    )
-    return DeadLetter(
-        queue=queue,
-        session_id=session,
-        sequence_number=next(_seq),
-        message_id=message.message_id(),
-        body=message.to_json(),
-        content_type="application/json",
-        application_properties=message.application_properties(),
-        reason=reason,
-        description=f"{reason} at {step}",
-        enqueued_time=NOW,
-        delivery_count=1,
-    )
-
 
 def failed_purchase(
     dlq: InMemoryDeadLetterQueue,
@@ -88,9 +59,9 @@ def failed_purchase(
     reason: str = "PaymentProviderUnavailable",
     upto: int = 5,
 ) -> None:
-    dlq.add(letter(session, from_step, reason))
+    dlq.add(purchase_dead_letter(session, from_step, reason))
     for step in range(from_step + 1, upto + 1):
-        dlq.add(letter(session, step, "SessionFailed"))
+        dlq.add(purchase_dead_letter(session, step, "SessionFailed"))
 
 
 @pytest.fixture
@@ -144,7 +115,7 @@ def test_archive_writes_rows_by_session_then_completes_them(world) -> None:
 def test_archive_work_is_bounded_by_count_and_time(world) -> None:
     dlq, archive = world
     for n in range(30):
-        dlq.add(letter(f"s-{n}", 5, "SessionFailed"))
+        dlq.add(purchase_dead_letter(f"s-{n}", 5, "SessionFailed"))
 
     by_count = archive_dead_letters(
         dlq, archive, queues=["purchase-tasks"], max_messages=12, batch_size=5
@@ -386,17 +357,12 @@ def failed_import(
     for step in bad_rows:
         message = import_row(session, step, rows=rows)
         dlq.add(
-            DeadLetter(
+            dead_letter(
+                message,
+                CATALOG_DOWN,
                 queue=IMPORT_QUEUE,
                 session_id=session,
-                sequence_number=next(_seq),
-                message_id=message.message_id(),
-                body=message.to_json(),
-                content_type="application/json",
-                application_properties=message.application_properties(),
-                reason=CATALOG_DOWN,
                 description="Gave up after 5 attempts. Last error: ConnectionError",
-                enqueued_time=NOW,
                 delivery_count=5,
             )
         )
@@ -506,18 +472,13 @@ def test_an_unreadable_import_row_is_known_by_its_properties_and_closes_the_sess
     dlq, archive = world
     message = import_row("imp-1", 5)
     dlq.add(
-        DeadLetter(
+        dead_letter(
+            message,
+            "MalformedMessage",
             queue=IMPORT_QUEUE,
             session_id="imp-1",
-            sequence_number=next(_seq),
-            message_id=message.message_id(),
-            body=b"{not json",
-            content_type="application/json",
-            application_properties=message.application_properties(),
-            reason="MalformedMessage",
             description="The message cannot be read",
-            enqueued_time=NOW,
-            delivery_count=1,
+            body=b"{not json",
         )
     )
     archive_dead_letters(dlq, archive, queues=[IMPORT_QUEUE])

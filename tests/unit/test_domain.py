@@ -20,7 +20,12 @@ from shared.domain.orders import OrderLine, parse_order
 from shared.domain.pipelines import PURCHASE_TASKS, purchase_messages
 from shared.domain.pricing import calculate_totals
 from shared.domain.products import parse_product
-from shared.domain.session_state import CorruptSessionState, SessionState, decode_session_state
+from shared.domain.session_state import (
+    CorruptSessionState,
+    Failure,
+    SessionState,
+    decode_session_state,
+)
 from tests.builders import order_document
 
 VALID = {
@@ -31,6 +36,8 @@ VALID = {
     "is_last": False,
     "payload": {"a": 1},
 }
+
+AT = "2026-01-01T00:00:00+00:00"
 
 
 def test_envelope_round_trips_and_repeats_routing_fields_as_properties() -> None:
@@ -110,22 +117,15 @@ def test_routing_hint_reads_string_or_bytes_keys_and_ignores_bad_values() -> Non
 
 def test_session_state_round_trips() -> None:
     state = SessionState().after_success("GenerateOrderNumber", 1, {"order_number": "ORD-1"})
-    state = state.mark_failed(
-        task="CalculateTotal",
-        step=2,
-        reason="UnknownSku",
-        description="x",
-        at=datetime(2026, 1, 1, tzinfo=UTC),
-    )
+    state = state.mark_failed(Failure("CalculateTotal", 2, "UnknownSku", "x", AT))
     assert decode_session_state(state.to_bytes()) == state
     assert decode_session_state(None) is None
     assert decode_session_state(b"") is None
 
 
 def test_mark_failed_keeps_the_first_failure() -> None:
-    at = datetime(2026, 1, 1, tzinfo=UTC)
-    state = SessionState().mark_failed(task="A", step=1, reason="R1", description="d", at=at)
-    state = state.mark_failed(task="B", step=2, reason="R2", description="d", at=at)
+    state = SessionState().mark_failed(Failure("A", 1, "R1", "d", AT))
+    state = state.mark_failed(Failure("B", 2, "R2", "d", AT))
     assert state.failure is not None and state.failure.reason == "R1"
     assert state.failed == 2
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from shared.domain.envelope import TaskMessage
 from shared.domain.order_status import OrderNotFound, OrderStatus
 from shared.domain.pipelines import PURCHASE_TASKS
 from shared.service_layer.dead_letters import archive_dead_letters
@@ -16,6 +17,7 @@ from shared.service_layer.orders import SubmittedOrder, get_order_status, submit
 from shared.service_layer.ports import DeadLetter
 from shared.service_layer.processor import IncomingMessage, Outcome, SessionProcessor
 from shared.service_layer.replay import replay_session
+from tests.builders import dead_letter
 from tests.fakes import (
     InMemoryAuditTrail,
     InMemoryDeadLetterArchive,
@@ -97,19 +99,15 @@ class Store:
         )
 
 
-def _letter(queue: str, session_id: str, message: Any, reason: str) -> DeadLetter:
-    return DeadLetter(
+def _letter(queue: str, session_id: str, message: TaskMessage, reason: str) -> DeadLetter:
+    return dead_letter(
+        message,
+        reason,
         queue=queue,
         session_id=session_id,
-        sequence_number=message.step,
-        message_id=message.message_id(),
-        body=message.to_json(),
-        content_type="application/json",
-        application_properties=message.application_properties(),
-        reason=reason,
         description=reason,
         enqueued_time=None,
-        delivery_count=1,
+        sequence_number=message.step,
     )
 
 

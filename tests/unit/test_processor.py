@@ -12,7 +12,7 @@ import pytest
 
 from shared.domain.envelope import TaskMessage
 from shared.domain.errors import PermanentTaskError, TransientTaskError
-from shared.domain.session_state import Attempts, SessionState, decode_session_state
+from shared.domain.session_state import Attempts, Failure, SessionState, decode_session_state
 from shared.service_layer.processor import (
     FailurePolicy,
     IncomingMessage,
@@ -103,7 +103,7 @@ def running(next_step: int, **changes: Any) -> bytes:
 
 def failed_at(step: int, reason: str = "PaymentDeclined") -> bytes:
     state = SessionState(next_step=step, completed=tuple(TASK_NAMES[: step - 1])).mark_failed(
-        task=TASK_NAMES[step - 1], step=step, reason=reason, description="card refused", at=NOW
+        Failure(TASK_NAMES[step - 1], step, reason, "card refused", NOW.isoformat())
     )
     return state.to_bytes()
 

@@ -84,7 +84,8 @@ def test_a_claim_between_reading_the_session_and_claiming_it_wins_and_the_reader
         replay(racing, second, "s-1", "key-2")
 
     assert len(first.sent) == 3 and second.sent == []
-    assert archive.get_summary("s-1").claim.key == "key-1"  # type: ignore[union-attr]
+    held = archive.get_summary("s-1").claim
+    assert held is not None and held.key == "key-1"
 
 
 def test_a_replay_that_died_after_its_claim_is_finished_by_its_key_and_by_no_other() -> None:

@@ -1,0 +1,86 @@
+"""CPU time of processes, from Linux's /proc (what the benchmarks report per row or order).
+
+A process's CPU is its user + system time plus that of its children it has waited for; a
+process tree's is the sum over the live processes in it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` and of its children it has reaped (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    # After the ")" that ends the command name, field 3 (state) is index 0: utime is field
+    # 14, stime 15, cutime 16, cstime 17 of proc(5).
+    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / CLOCK_TICKS
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found += [int(child) for child in task.read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every live process below it."""
+    tree, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        tree.append(current)
+        pending += children(current)
+    return tree
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
+def cpu_by_process(
+    root: int, groups: Mapping[str, Callable[[str], bool]], rest: str
+) -> dict[int, tuple[str, float]]:
+    """CPU seconds of each process of the tree under ``root``, with its group: a process (and
+    everything below it) belongs to the first group whose test accepts its command line, else
+    to ``rest``."""
+    found: dict[int, tuple[str, float]] = {}
+
+    def visit(pid: int, group: str) -> None:
+        if group == rest:
+            line = command_line(pid)
+            group = next((name for name, test in groups.items() if test(line)), rest)
+        found[pid] = (group, cpu_seconds(pid))
+        for child in children(pid):
+            visit(child, group)
+
+    visit(root, rest)
+    return found
+
+
+def cpu_by_group(
+    root: int, groups: Mapping[str, Callable[[str], bool]], rest: str
+) -> dict[str, float]:
+    """CPU seconds of the process tree under ``root``, summed by group (see
+    ``cpu_by_process``)."""
+    totals = dict.fromkeys([*groups, rest], 0.0)
+    for group, seconds in cpu_by_process(root, groups, rest).values():
+        totals[group] += seconds
+    return totals
+
+
+def tree_cpu_seconds(pids: Iterable[int]) -> float:
+    return sum(cpu_seconds(pid) for root in pids for pid in descendants(root))

@@ -1,0 +1,56 @@
+"""The Service Bus triggers of the pipelines' session queues: one function per pipeline, each
+session-enabled on the queue its app setting names and settled by the app (autoComplete off).
+
+The host indexes each as a function of its own (``function_name``); the worker reads the
+SDK-type binding from the annotations of the function ``session_queue_trigger`` defines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import azure.functions as func
+import azurefunctions.extensions.bindings.servicebus as servicebus
+
+from ..bootstrap import Container, container
+from ..service_layer.processor import SessionProcessor
+from .session_tasks import handle_session_message
+
+SessionTrigger = Callable[
+    [servicebus.ServiceBusReceivedMessage, servicebus.ServiceBusMessageActions], None
+]
+
+bp = func.Blueprint()
+
+
+def session_queue_trigger(
+    name: str, queue_setting: str, processor: Callable[[Container], SessionProcessor]
+) -> SessionTrigger:
+    """Register the function ``name`` on ``bp``: a trigger on the session queue whose name is
+    in the app setting ``queue_setting`` (a setting's name, never a value), over the
+    ``ServiceBusConnection`` connection, running each message through the container's
+    ``processor``. Returns the function, callable as the worker calls it."""
+
+    @bp.function_name(name)
+    @bp.service_bus_queue_trigger(
+        arg_name="message",
+        queue_name=f"%{queue_setting}%",
+        connection="ServiceBusConnection",
+        is_sessions_enabled=True,
+        auto_complete_messages=False,
+    )
+    def session_task(
+        message: servicebus.ServiceBusReceivedMessage,
+        message_actions: servicebus.ServiceBusMessageActions,
+    ) -> None:
+        handle_session_message(processor(container()), message, message_actions)
+
+    return session_task
+
+
+purchase_tasks = session_queue_trigger(
+    "purchase_tasks", "PURCHASE_QUEUE_NAME", lambda c: c.purchase_processor
+)
+product_import_tasks = session_queue_trigger(
+    "product_import_tasks", "IMPORT_QUEUE_NAME", lambda c: c.import_processor
+)
