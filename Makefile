@@ -58,12 +58,13 @@ $(CONSOLE_HTMX): node_modules/.installed
 	  || { cp node_modules/htmx.org/dist/htmx.min.js $@; echo "==> $@: copied from node_modules/htmx.org"; }
 	@touch $@
 
-# tests/console drive Debian's Chromium with Playwright (Playwright's own browser download
-# cannot run here). Installing it needs root, as in CI.
+# tests/console drive Debian's Chromium with Playwright at this path (Playwright's own browser
+# download cannot run here). Installing it needs root, as in CI.
+CHROMIUM := /usr/bin/chromium
 chromium:
-	@command -v chromium >/dev/null || { \
-	  echo "==> chromium: installing Debian's package for tests/console (about 1 min)"; \
-	  apt-get update -qq && apt-get install -y -qq chromium >/dev/null \
+	@test -x $(CHROMIUM) || { \
+	  echo "==> chromium: $(CHROMIUM) is missing: installing Debian's package for tests/console (about 1 min)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
 	  || { echo "Could not install chromium: run 'apt-get install -y chromium' as root."; exit 1; }; }
 
 # checkov pins packaging<24, which the app's venv cannot hold: it gets a venv of its own.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
+import os
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -94,8 +94,8 @@ def _host_json() -> dict[str, Any]:
 
 @pytest.fixture(scope="package")
 def console() -> Iterator[Console]:
-    if shutil.which("chromium") is None:
-        pytest.fail("Debian's chromium is not installed: run make setup (as root).")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"Debian's chromium is not at {CHROMIUM}: run make setup (as root).")
     with run_stack(overrides=SETTINGS, host_json=_host_json()) as stack:
         api = AppClient(stack.api_url, stack.function_key)
         payments = TableSimulatedPaymentGateway(
