@@ -8,13 +8,11 @@ import json
 import re
 from typing import Any
 
-import pytest
+import pycep
 
 from tests.bindings.test_function_app import FUNCTIONS
 
 from .conftest import INFRA
-
-pycep = pytest.importorskip("pycep", reason="pycep-parser is in requirements-dev.txt")
 
 MODULE = INFRA / "app" / "console-auth.bicep"
 
