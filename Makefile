@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CHECKOV_VENV := .venv-checkov
 
-.PHONY: setup run-deps test lint clean python chromium
+.PHONY: setup run-deps test lint clean python chromium screenshots
 
 # What the app, the local stack and the demo need; `setup` adds checkov for tests/infra and
 # Chromium for the console's browser tests. Both install two things at a time: npm's work
@@ -83,6 +83,11 @@ $(CHECKOV_VENV)/.installed: $(VENV)/.installed
 PYTEST_WORKERS ?= 3
 test: setup
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+
+# The console's browser tests, saving their screenshots where the README and docs/console.md
+# show them (docs/images/console/) instead of .artifacts/console/.
+screenshots: setup
+	CONSOLE_SCREENSHOTS=docs/images/console $(PY) -m pytest tests/console -q
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -3,7 +3,9 @@ against the whole local stack: Azurite, the Service Bus emulator, an SMTP sink a
 function_app.py on the local host. The demo's catalogue and orders are sent once, so the
 console has the demo's failure groups to show.
 
-Screenshots of every page go to ``.artifacts/console/`` (git-ignored)."""
+Every test saves screenshots of the pages it visits to ``.artifacts/console/`` (git-ignored), or
+to the folder ``CONSOLE_SCREENSHOTS`` names: ``make screenshots`` points it at
+``docs/images/console/``, the copies the README and docs/console.md show."""
 
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / ".artifacts" / "console"
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = ROOT / os.environ.get("CONSOLE_SCREENSHOTS", ".artifacts/console")
 HOST_KEY = "console-test-host-key"
 SETTINGS = {
     "DLQ_ARCHIVE_SCHEDULE": "*/2 * * * * *",
