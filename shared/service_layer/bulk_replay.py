@@ -25,6 +25,7 @@ from ..domain.archive import (
 from ..domain.audit import AuditEntry
 from ..domain.errors import InvalidInput, SessionLocked
 from ..domain.replays import BulkAction, ReplayRequest
+from ..telemetry.operations import operation_span
 from .operator_ports import AuditTrail
 from .ports import (
     DeadLetterArchive,
@@ -142,10 +143,16 @@ def run_bulk_replay(
         updated_at=clock().isoformat(),
     )
     store.save(request)
-    for items in _matching_pages(archive, request, FAILED, page_size):
-        for summary in items:
-            request = _act_on_one(actors, request, summary, key, clock)
-        store.save(replace(request, updated_at=clock().isoformat()))
+    # One span for the run ("bulk replay" or "bulk resolve"); each session's replay is a span
+    # in it, linked to that session.
+    with operation_span(
+        f"bulk {request.action}", attributes={"replay.request_id": request_id}
+    ) as note:
+        for items in _matching_pages(archive, request, FAILED, page_size):
+            for summary in items:
+                request = _act_on_one(actors, request, summary, key, clock)
+            store.save(replace(request, updated_at=clock().isoformat()))
+        note(**{"replay.sessions_sent": request.sent, "replay.sessions_failed": request.failed})
     request = replace(request, status="completed", updated_at=clock().isoformat())
     store.save(request)
     return request
