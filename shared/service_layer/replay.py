@@ -156,7 +156,11 @@ def _replay(
         closing = None if whole_session else rows[-1].row_key
         with operation_span(
             "replay session",
-            attributes={"session.id": session_id, "replay.session_id": new_session_id},
+            attributes={
+                "session.id": session_id,
+                "replay.session_id": new_session_id,
+                "replay.messages_edited": len(bodies),
+            },
             replaying=[row.application_properties for row in pending],
         ):
             # Sent in this span: the new session's tasks are in the replay's trace, which

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from opentelemetry.trace import SpanContext, StatusCode, TraceFlags
 from shared.domain.envelope import TaskMessage
 from shared.service_layer.bulk_replay import request_bulk_replay, run_bulk_replay
 from shared.service_layer.dead_letters import archive_dead_letters
+from shared.service_layer.operator_actions import edit_and_replay
 from shared.service_layer.ports import DeadLetter
 from shared.service_layer.session_messages import IncomingMessage, Outcome, Result
 from shared.telemetry.context import (
@@ -43,6 +45,7 @@ from shared.telemetry.operations import (
 )
 from shared.telemetry.setup import ExportPlan, Telemetry, export_plan, use_telemetry
 from shared.telemetry.tasks import task_invocation
+from tests import builders
 from tests.fakes import (
     InMemoryAuditTrail,
     InMemoryDeadLetterArchive,
@@ -422,6 +425,47 @@ def test_an_archive_run_keeps_trace_ids_and_a_bulk_replay_links_each_session_to_
     assert recording.metric("pipeline.replays.sent") == [
         ({"messaging.destination.name": "purchase-tasks"}, 4)
     ]
+
+
+def test_an_edited_replay_is_a_replay_span_counting_its_edits_and_the_edit_is_audited(
+    recording: Recording,
+) -> None:
+    row = TaskMessage(
+        "import-1",
+        "product_import",
+        "ImportProduct",
+        3,
+        False,
+        {"sku": "SCALE-MINI", "name": "Kitchen scale", "price": "24.00", "currency": "EURO"},
+    )
+    letter = builders.dead_letter(
+        row, "InvalidProduct:currency", queue="product-import-tasks", session_id="import-1-0000"
+    )
+    dlq, archive = InMemoryDeadLetterQueue(), InMemoryDeadLetterArchive()
+    properties = {**letter.application_properties, **trace_properties(span_context(0x3, 0xC))}
+    dlq.add(replace(letter, application_properties=properties))
+    archive_dead_letters(dlq, archive, queues=["product-import-tasks"])
+    (archived,) = archive.list_session("import-1-0000")
+    audit = InMemoryAuditTrail()
+
+    edit_and_replay(
+        archive,
+        InMemoryResender(),
+        InMemorySessionSeeder(),
+        audit,
+        "import-1-0000",
+        {archived.row_key: archived.body.decode().replace('"EURO"', '"EUR"')},
+        key="console:0123456789abcdef",
+        who="operator",
+        note="currency typo",
+    )
+
+    (span,) = [s for s in recording.spans.get_finished_spans() if s.name == "replay session"]
+    assert span.attributes is not None
+    assert span.attributes["replay.messages_edited"] == 1
+    assert [link.context.trace_id for link in span.links] == [0x3]
+    (entry,) = audit.history("import-1-0000")
+    assert (entry.action, entry.note) == ("edit-and-replay", "currency typo")
 
 
 def dead_letter(session: str, step: int, reason: str, trace: dict[str, str]) -> DeadLetter:
