@@ -15,6 +15,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import azure.functions as func
 
@@ -122,12 +123,24 @@ def error_response(error: PipelineError) -> func.HttpResponse:
 
 def endpoint(function: HttpFunction) -> HttpFunction:
     """Map the app's errors raised by ``function`` to problem documents (see the module). The
-    request is a span that continues the caller's trace (its ``traceparent`` header)."""
+    request is a span (``traced``)."""
+
+    @traced
+    @functools.wraps(function)
+    def wrapper(req: func.HttpRequest) -> func.HttpResponse:
+        return _answer(function, req)
+
+    return wrapper
+
+
+def traced(function: HttpFunction) -> HttpFunction:
+    """Make each request to ``function`` a span, ``"<METHOD> <route template>"``, that
+    continues the caller's trace (its ``traceparent`` header)."""
 
     @functools.wraps(function)
     def wrapper(req: func.HttpRequest) -> func.HttpResponse:
         with request_span(req.method, route_template(req), req.headers) as note:
-            response = _answer(function, req)
+            response = function(req)
             note(**{"http.response.status_code": response.status_code})
         return response
 
@@ -152,10 +165,14 @@ def _answer(function: HttpFunction, req: func.HttpRequest) -> func.HttpResponse:
 
 
 def route_template(req: func.HttpRequest) -> str:
-    """The route a request matched, its values put back as ``{name}``: ``orders/{job_id}``."""
-    path = req.url.split(f"/{API_PREFIX}/", 1)[-1].split("?", 1)[0]
+    """The path a request matched, its route values put back as ``{name}``:
+    ``/api/orders/{job_id}``, ``/console/sessions/{session_id}``."""
+    path = urlsplit(req.url).path
     names = {value: name for name, value in req.route_params.items() if value}
-    return "/".join(f"{{{names[part]}}}" if part in names else part for part in path.split("/"))
+    return "/".join(
+        f"{{{names[unquote(part)]}}}" if unquote(part) in names else part
+        for part in path.split("/")
+    )
 
 
 def api_route(route: str) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import azure.functions as func
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -23,6 +24,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanContext, StatusCode, TraceFlags
 
 from shared.domain.envelope import TaskMessage
+from shared.entrypoints.console.frame import console_static
+from shared.entrypoints.http import traced
 from shared.service_layer.bulk_replay import request_bulk_replay, run_bulk_replay
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.operator_actions import edit_and_replay
@@ -340,7 +343,7 @@ def test_a_session_is_in_flight_from_its_first_state_to_its_settled_last_message
 
 def test_a_request_span_continues_the_callers_traceparent(recording: Recording) -> None:
     caller = trace_properties(MESSAGE)[TRACEPARENT]
-    with request_span("POST", "orders", {"traceparent": caller}) as note:
+    with request_span("POST", "/api/orders", {"traceparent": caller}) as note:
         note(**{"http.response.status_code": 202})
 
     (span,) = recording.spans.get_finished_spans()
@@ -353,11 +356,43 @@ def test_a_request_span_continues_the_callers_traceparent(recording: Recording) 
 
 
 def test_a_request_without_a_traceparent_starts_a_trace(recording: Recording) -> None:
-    with request_span("POST", "orders", {"traceparent": "garbage"}):
+    with request_span("POST", "/api/orders", {"traceparent": "garbage"}):
         pass
 
     (span,) = recording.spans.get_finished_spans()
     assert span.parent is None
+
+
+def test_api_and_console_requests_are_spans_named_by_their_route_templates(
+    recording: Recording,
+) -> None:
+    @traced
+    def replay(req: func.HttpRequest) -> func.HttpResponse:
+        return func.HttpResponse(b"", status_code=202)
+
+    replay(
+        func.HttpRequest(
+            "POST",
+            "http://localhost:7071/api/failed-sessions/order%2F1/replay",
+            route_params={"session_id": "order/1"},
+            body=b"",
+        )
+    )
+    stylesheet = console_static(
+        func.HttpRequest(
+            "GET",
+            "http://localhost:7071/console/static/console.css",
+            route_params={"name": "console.css"},
+            body=b"",
+        )
+    )
+
+    assert stylesheet.status_code == 200
+    spans = recording.spans.get_finished_spans()
+    assert [(s.name, (s.attributes or {}).get("http.response.status_code")) for s in spans] == [
+        ("POST /api/failed-sessions/{session_id}/replay", 202),
+        ("GET /console/static/{name}", 200),
+    ]
 
 
 def test_a_replay_links_once_to_the_trace_of_each_failed_session(recording: Recording) -> None:

@@ -28,7 +28,7 @@ from ...console.access import (
 )
 from ...console.render import PAGE_HEADERS, STATIC_TYPES, render, static_file
 from ...domain.errors import PipelineError, ServiceUnavailable
-from ..http import detail_of, retry_after, status_of
+from ..http import detail_of, retry_after, status_of, traced
 from ..http_input import route_value
 
 logger = logging.getLogger(__name__)
@@ -61,7 +61,8 @@ View = Callable[[Visit], func.HttpResponse]
 
 def console_view(view: View) -> Callable[[func.HttpRequest], func.HttpResponse]:
     """Let the operator in (or show the sign-in page with 401), check the CSRF token of a POST
-    (403 without it), and turn the services' errors into pages."""
+    (403 without it), and turn the services' errors into pages. Each request is a span, as
+    the API's are (``traced``)."""
 
     def wrapper(req: func.HttpRequest) -> func.HttpResponse:
         base = console_base(req.url)
@@ -92,7 +93,7 @@ def console_view(view: View) -> Callable[[func.HttpRequest], func.HttpResponse]:
     wrapper.__name__ = wrapper.__qualname__ = view.__name__
     wrapper.__doc__ = view.__doc__
     wrapper.__module__ = view.__module__
-    return wrapper
+    return traced(wrapper)
 
 
 _CSRF_HELP = (
@@ -106,6 +107,7 @@ _BUG = "The page failed on an error in the app, which is logged. Nothing more wa
 
 
 @bp.route(route="console/sign-in", methods=["GET", "POST"], auth_level=ANONYMOUS)
+@traced
 def console_sign_in(req: func.HttpRequest) -> func.HttpResponse:
     """Locally: ask for a function key once and keep it in a cookie. With App Service
     Authentication the platform signs people in; this page only sends them on."""
@@ -140,6 +142,7 @@ def console_sign_out(visit: Visit) -> func.HttpResponse:
 
 
 @bp.route(route="console/static/{name}", methods=["GET"], auth_level=ANONYMOUS)
+@traced
 def console_static(req: func.HttpRequest) -> func.HttpResponse:
     """The console's stylesheet and htmx: public, like any site's assets."""
     name = route_value(req, "name")
