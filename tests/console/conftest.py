@@ -1,7 +1,7 @@
 """The operator console in a real headless Chromium (Debian's package, driven by Playwright)
 against the whole local stack: Azurite, the Service Bus emulator, an SMTP sink and
-function_app.py on the local host. The demo's catalogue and orders are sent once, so the
-console has the demo's failure groups to show.
+function_app.py on the local host, exporting its telemetry to a real OTLP endpoint. The demo's
+catalogue and orders are sent once, so the console has the demo's failure groups to show.
 
 Every test saves screenshots of the pages it visits to ``.artifacts/console/`` (git-ignored), or
 to the folder ``CONSOLE_SCREENSHOTS`` names: ``make screenshots`` points it at
@@ -28,11 +28,13 @@ from playwright.sync_api import Browser, Page, sync_playwright
 from localdev.api_client import AppClient
 from localdev.demo import catalogue
 from localdev.demo.scenario import CATALOGUE, OUTAGE_CARDS, PlannedOrder, planned_orders
+from localdev.otlp_receiver import OtlpReceiver, run_otlp_receiver
 from localdev.stack import HOST_JSON, LocalStack, run_stack
 from shared.adapters.azure_clients import PAYMENTS_TABLE
 from shared.adapters.simulated_payments import TableSimulatedPaymentGateway
 from shared.adapters.table_import_manifests import IMPORT_JOBS_TABLE, TableManifestStore
 from shared.domain.import_jobs import JobManifest
+from shared.telemetry.setup import telemetry, use_telemetry
 from tests import polling
 
 CHROMIUM = "/usr/bin/chromium"
@@ -80,6 +82,7 @@ class Console:
     api: AppClient
     demo: Demo
     payments: TableSimulatedPaymentGateway
+    otlp: OtlpReceiver  # the app exports its telemetry here, as make up does to its endpoint
 
     @property
     def url(self) -> str:
@@ -99,13 +102,22 @@ def _host_json() -> dict[str, Any]:
 def console() -> Iterator[Console]:
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"Debian's chromium is not at {CHROMIUM}: run make setup (as root).")
-    with run_stack(overrides=SETTINGS, host_json=_host_json()) as stack:
-        api = AppClient(stack.api_url, stack.function_key)
-        payments = TableSimulatedPaymentGateway(
-            TableClient.from_connection_string(stack.storage_connection_string, PAYMENTS_TABLE)
-        )
-        demo = _run_demo_orders(stack, api, payments)
-        yield Console(stack, api, demo, payments)
+    with run_otlp_receiver() as otlp:
+        use_telemetry(None)  # set up again, from the stack's settings
+        settings = {**SETTINGS, "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint}
+        try:
+            with run_stack(overrides=settings, host_json=_host_json()) as stack:
+                api = AppClient(stack.api_url, stack.function_key)
+                payments = TableSimulatedPaymentGateway(
+                    TableClient.from_connection_string(
+                        stack.storage_connection_string, PAYMENTS_TABLE
+                    )
+                )
+                demo = _run_demo_orders(stack, api, payments)
+                yield Console(stack, api, demo, payments, otlp)
+        finally:
+            telemetry().shutdown()
+            use_telemetry(None)
 
 
 def _run_demo_orders(

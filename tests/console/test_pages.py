@@ -141,6 +141,22 @@ def test_a_failed_session_timeline_shows_every_message_with_its_body(
     screenshot(page, "04-session")
 
 
+def test_a_failed_session_page_names_the_trace_of_its_order(console: Console, page: Page) -> None:
+    session_id = console.demo.sessions["Barbara Liskov"]
+    sign_in(page, console)
+    page.goto(f"{console.url}/sessions/{quote(session_id, safe='')}")
+
+    trace_id = page.locator("#trace-id").inner_text()
+
+    assert re.fullmatch(r"[0-9a-f]{32}", trace_id), trace_id
+    # The OTLP endpoint received the order's spans in that trace: its POST and its tasks.
+    spans = polling.wait_for(
+        lambda: console.otlp.spans(trace_id) or None, 30, "the order's spans exported"
+    )
+    assert any(s.name == "POST /api/orders" for s in spans)
+    assert {s.attributes.get("session.id") for s in spans} >= {session_id}
+
+
 def test_script_in_an_order_name_or_a_dead_letter_description_is_rendered_inert(
     console: Console, page: Page
 ) -> None:

@@ -1,7 +1,8 @@
 """The console's actions on failed sessions in Chromium: replay one and watch it complete on its
-page, audited with who did it (a second replay of the same session is refused naming the
-first); edit and replay an import row; bulk replay a group through a preview and a
-confirmation; resolve a session with a note."""
+page, audited with who did it, its span inside the console request's and linked to the failed
+session's trace (a second replay of the same session is refused naming the first); edit and
+replay an import row; bulk replay a group through a preview and a confirmation; resolve a
+session with a note."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from urllib.parse import quote
 from azure.data.tables import TableClient
 from playwright.sync_api import Page, expect
 
+from localdev.otlp_receiver import Span
 from shared.adapters.azure_clients import PRODUCTS_TABLE
 from shared.adapters.table_products import TableProductCatalog
 from tests import polling
@@ -23,6 +25,15 @@ def _receipt_sent(console: Console, job_id: str) -> bool:
     return any(str(m.get("Message-ID")) == wanted for m in console.stack.mail.received())
 
 
+def _replay_span(console: Console, session_id: str) -> Span | None:
+    replays = [
+        s
+        for s in console.otlp.spans()
+        if s.name == "replay session" and s.attributes.get("session.id") == session_id
+    ]
+    return replays[0] if replays else None
+
+
 def test_an_outage_session_is_replayed_from_its_page_and_completes(
     console: Console, page: Page, browser_page_two: Page
 ) -> None:
@@ -31,6 +42,7 @@ def test_an_outage_session_is_replayed_from_its_page_and_completes(
     sign_in(page, console)
     session_url = f"{console.url}/sessions/{quote(session_id, safe='')}"
     page.goto(session_url)
+    failed_trace = page.locator("#trace-id").inner_text()
     sign_in(browser_page_two, console)
     browser_page_two.goto(session_url)  # a second operator opens the same session
 
@@ -50,6 +62,14 @@ def test_an_outage_session_is_replayed_from_its_page_and_completes(
     expect(history.get_by_role("row").nth(1)).to_contain_text("provider back up")
     screenshot(page, "05-replayed")
     polling.wait_for(lambda: _receipt_sent(console, session_id), 60, "the replayed order's receipt")
+    # The replay is a span inside the console request's, linked to the failed session's trace.
+    replay = polling.wait_for(
+        lambda: _replay_span(console, session_id), 30, "the replay's span exported"
+    )
+    spans = console.otlp.spans(replay.trace_id)
+    (request,) = [s for s in spans if s.span_id == replay.parent_span_id]
+    assert request.name == "POST /console/sessions/{session_id}/replay"
+    assert [trace_id for trace_id, _ in replay.links] == [failed_trace]
 
     # The second operator's form is still on screen: their replay is refused, naming the first.
     browser_page_two.get_by_role("button", name="Replay this session").click()
