@@ -85,9 +85,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if storage:
             save_manifest(storage, manifest)
+        print(manifest.to_json(), flush=True)
     finally:
-        telemetry().flush()  # the job's span, also when it failed, before the process ends
-    print(manifest.to_json())
+        # The job's span and log lines, also when it failed, before the process ends; after
+        # the manifest is out, since a flush waits for as long as the endpoint does not answer.
+        telemetry().flush()
     return 0
 
 

@@ -44,7 +44,6 @@ from shared.config import ServiceBusConnectionSettings
 from shared.domain.pipelines import import_message
 
 from .columns import FIELDS
-from .tracing import send_span
 
 log = logging.getLogger("spark_jobs.product_import.sending")
 
@@ -183,8 +182,8 @@ def send_partition(
     trace: Mapping[str, str] = NO_TRACE,
 ) -> Callable[[Iterable[Any]], None]:
     """The function ``foreachPartition`` runs: sends the partition's rows through this
-    worker's sender and adds how many it sent to the ``sent`` accumulator. Its messages are in
-    the job's trace, whose context ``trace`` is (message properties, see ``tracing``).
+    worker's sender and adds how many it sent to the ``sent`` accumulator. Every message carries
+    the job's trace context ``trace`` (message properties, see ``tracing``).
 
     Only the settings (plain data) travel to the executors, never a client or a credential
     (they hold connections, locks and tokens): the worker builds its client, and for an
@@ -216,13 +215,8 @@ def _send_partition(
     first = next(iterator, None)
     if first is None:
         return
-    with (
-        send_span(trace, queue_name) as span,
-        WORKER_SENDER.sender(connection, queue_name, options) as sender,
-    ):
-        count = send_rows(sender, job_id, _chain(first, iterator), span.properties)
-        span.note(**{"import.job_id": job_id, "messaging.batch.message_count": count})
-        sent.add(count)
+    with WORKER_SENDER.sender(connection, queue_name, options) as sender:
+        sent.add(send_rows(sender, job_id, _chain(first, iterator), trace))
 
 
 def _chain(first: Any, rest: Iterable[Any]) -> Iterable[Any]:

@@ -1,28 +1,28 @@
 """The job's trace: one span per job on the driver, and every row's message in it.
 
 The driver runs the job inside the span ``product import <job_id>`` (a child of the caller's
-``TRACEPARENT`` when one is given, else a new trace). Its context travels to the executors with
-the plan, as the W3C application properties a message carries (``traceparent``,
-``Diagnostic-Id``, ``tracestate``: plain strings). An executor whose process exports telemetry
-too sends each partition inside a PRODUCER span ``send <queue>`` under the job's, and its
-messages carry that span's context; one that exports nothing stamps the job's context as it
-came. Either way the import task each row starts in the function app is in the job's trace.
+``TRACEPARENT`` when one is given, else a new trace), with the app's telemetry
+(``shared.telemetry``, set up from ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
+``APPLICATIONINSIGHTS_CONNECTION_STRING``; with neither no span is started and no message
+carries a trace). Its context travels to the executors with the plan, as the W3C application
+properties a message carries (``traceparent``, ``Diagnostic-Id``, ``tracestate``: plain
+strings), and every row's message carries them, so the import task each row starts in the
+function app is a child of the job's span.
 
-Both sides use the app's telemetry (``shared.telemetry``): set up from the process's
-environment (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``APPLICATIONINSIGHTS_CONNECTION_STRING``), and
-with neither no span is started and no message carries a trace. The per-row cost is the same
-two or three properties copied onto each message; spans are per job and per partition.
+The executors start no span and set up no exporter: the per-row cost is those properties on
+each message, and no send task waits on a collector (an exporter's flush blocks for as long as
+its endpoint does not answer, and a Spark worker must flush before its task ends, since it can
+be stopped without running exit handlers).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind
 
 from shared.telemetry.context import message_span_context, span_context_of, trace_properties
 from shared.telemetry.setup import telemetry
@@ -65,33 +65,3 @@ def job_span(job_id: str, *, traceparent: str | None = None) -> Iterator[JobTrac
         yield JobTrace(
             trace_properties(span.get_span_context()), lambda **more: span.set_attributes(more)
         )
-
-
-@contextmanager
-def send_span(job: Mapping[str, str], queue_name: str) -> Iterator[JobTrace]:
-    """On an executor: the context its messages carry, for the job's context ``job`` (message
-    properties). When this process exports, a PRODUCER span ``send <queue>`` under the job's
-    around the body, exported when it ends (a Spark worker can be stopped without a goodbye);
-    else ``job`` itself."""
-    current = telemetry()
-    parent = message_span_context(job)
-    if current.tracer is None or parent is None:
-        yield JobTrace(dict(job))
-        return
-    try:
-        with current.tracer.start_as_current_span(
-            f"send {queue_name}",
-            context=trace.set_span_in_context(trace.NonRecordingSpan(parent)),
-            kind=SpanKind.PRODUCER,
-            attributes={
-                "messaging.system": "servicebus",
-                "messaging.operation.type": "send",
-                "messaging.operation.name": "send",
-                "messaging.destination.name": queue_name,
-            },
-        ) as span:
-            yield JobTrace(
-                trace_properties(span.get_span_context()), lambda **more: span.set_attributes(more)
-            )
-    finally:
-        current.flush()
