@@ -1,6 +1,7 @@
 """Orders end to end on the local stack, and a product import end to end.
 
-``.venv/bin/python -m bench.pipeline_bench`` (``--orders N --slots 8,1 --import-rows R``).
+``.venv/bin/python -m bench.pipeline_bench`` (``--orders N --slots 8,1 --tracing off,on
+--import-rows R``).
 
 Orders: the stack of ``make up`` (Azurite, the project's Service Bus emulator, the SMTP sink,
 the local host running function_app.py with host.json as shipped) runs in a process of its
@@ -14,6 +15,11 @@ Azurite), the CPU ceiling (cores / CPU per order: the orders/s this machine coul
 CPU were the only limit) and the fraction of it achieved. It does so with host.json as
 shipped (8 session slots) and with ``maxConcurrentSessions`` 1 (the only change), each on a
 fresh stack.
+
+Tracing (``--tracing off,on``): each of those runs with the app exporting nothing and with it
+exporting its traces, metrics and logs over OTLP/HTTP to a receiver this process starts
+(``bench.tracing``), each on a fresh stack. For the pair it reports orders/s and CPU per order
+off and on, their ratio, and what reached the receiver (spans per order, by name).
 
 Import: on a fresh stack, the Spark job is run as the README's command (local[2]) on a
 catalogue of R rows in 8 sessions, and the run ends when ``GET /api/imports/{job_id}`` reports
@@ -43,6 +49,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.proc import cpu_by_process
+from bench.tracing import EXPORT_DRAIN_SECONDS, MODES, Exported, Tracing, tracing
 from localdev.api_client import AppClient
 from localdev.demo.catalogue import import_through_queue
 from localdev.host.config import load_host_json
@@ -119,12 +126,15 @@ def cpu_used(
 
 
 @contextmanager
-def stack_process(max_concurrent_sessions: int | None, log: Path) -> Iterator[Stack]:
+def stack_process(
+    max_concurrent_sessions: int | None, log: Path, environ: dict[str, str] | None = None
+) -> Iterator[Stack]:
+    """The stack in a process of its own, with ``environ`` (default: this process's)."""
     command = [sys.executable, "-m", "bench.stack_process", "--log", str(log)]
     if max_concurrent_sessions is not None:
         command += ["--max-concurrent-sessions", str(max_concurrent_sessions)]
     process = subprocess.Popen(
-        command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        command, cwd=ROOT, env=environ, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     assert process.stdout is not None and process.stdin is not None
     try:
@@ -191,6 +201,7 @@ def post(api: AppClient, run_id: str, index: int) -> tuple[str, float]:
 @dataclass(frozen=True)
 class OrdersRun:
     slots: str
+    tracing: str  # "off" or "on"
     orders: int
     mailed: int
     seconds: float
@@ -199,10 +210,17 @@ class OrdersRun:
     cpu: dict[str, float]
     busiest_cpu: float  # of the one process that used the most
     client_cpu: float
+    drained_cpu: dict[str, float]  # until EXPORT_DRAIN_SECONDS after the last receipt
+    exported: Exported | None  # what reached the OTLP receiver, when tracing is on
 
     @property
     def rate(self) -> float:
         return self.mailed / self.seconds if self.seconds else 0.0
+
+    def drained_cpu_per_order(self, group: str | None = None) -> float:
+        """CPU per order of ``group`` (all when None), the export after the last receipt in."""
+        used = sum(self.drained_cpu.values()) if group is None else self.drained_cpu[group]
+        return used / self.mailed if self.mailed else 0.0
 
     def cpu_per_order(self, group: str) -> float:
         return self.cpu[group] / self.mailed if self.mailed else 0.0
@@ -222,18 +240,52 @@ class OrdersRun:
         return self.mailed / self.busiest_cpu if self.busiest_cpu else 0.0
 
 
+def fresh_path(folder: Path, stem: str, suffix: str) -> Path:
+    """``folder/stem+suffix``, numbered when a run before this one took it."""
+    path, number = folder / f"{stem}{suffix}", 1
+    while path.exists():
+        number += 1
+        path = folder / f"{stem}-{number}{suffix}"
+    return path
+
+
 def shipped_slots() -> int:
     return int(load_host_json(HOST_JSON)["extensions"]["serviceBus"]["maxConcurrentSessions"])
 
 
 def run_orders(
-    slots: int | None, orders: int, warmup: int, clients: int, timeout: float, workdir: Path
+    slots: int | None,
+    mode: str,
+    orders: int,
+    warmup: int,
+    clients: int,
+    timeout: float,
+    workdir: Path,
 ) -> OrdersRun:
-    """``slots`` None: host.json as shipped; else maxConcurrentSessions ``slots``."""
+    """``slots`` None: host.json as shipped; else maxConcurrentSessions ``slots``. ``mode``:
+    tracing off or on (``bench.tracing``)."""
     label = f"{shipped_slots()} (host.json as shipped)" if slots is None else str(slots)
-    log = workdir / f"orders-{slots or 'shipped'}.log"
-    print(f"-- orders, session slots: {label}; the stack's log: {log}", file=sys.stderr)
-    with stack_process(slots, log) as stack:
+    log = fresh_path(workdir, f"orders-{slots or 'shipped'}-tracing-{mode}", ".log")
+    print(
+        f"-- orders, session slots: {label}, tracing {mode}; the stack's log: {log}",
+        file=sys.stderr,
+    )
+    with tracing(mode) as switch:
+        return _orders(switch, slots, label, orders, warmup, clients, timeout, workdir, log)
+
+
+def _orders(
+    switch: Tracing,
+    slots: int | None,
+    label: str,
+    orders: int,
+    warmup: int,
+    clients: int,
+    timeout: float,
+    workdir: Path,
+    log: Path,
+) -> OrdersRun:
+    with stack_process(slots, log, switch.environ) as stack:
         deadline = time.monotonic() + timeout
         seed_catalogue(stack, workdir, deadline)
         api, run_id = stack.api, f"bench-{uuid.uuid4().hex[:8]}"
@@ -243,17 +295,22 @@ def run_orders(
             mailed = stack.wait_for_receipts([job_id], deadline)
             if job_id in mailed:
                 alone.append(mailed[job_id] - started)
+        switch.mark()
         cpu_before, client_before = stack.cpu(), time.process_time()
         started = time.time()
         with ThreadPoolExecutor(max_workers=clients) as pool:
             posted = list(pool.map(lambda i: post(api, run_id, i), range(orders)))
         mailed = stack.wait_for_receipts([job_id for job_id, _ in posted], deadline)
         cpu_after, client_after = stack.cpu(), time.process_time()
+        time.sleep(EXPORT_DRAIN_SECONDS)
+        drained, _ = cpu_used(cpu_before, stack.cpu())
+        exported = switch.exported(list(mailed), len(mailed))
     latencies = sorted(mailed[job_id] - at for job_id, at in posted if job_id in mailed)
     last = max(mailed.values(), default=started)
     cpu, busiest = cpu_used(cpu_before, cpu_after)
     return OrdersRun(
         slots=label,
+        tracing=switch.mode,
         orders=orders,
         mailed=len(mailed),
         seconds=last - started,
@@ -262,6 +319,8 @@ def run_orders(
         cpu=cpu,
         busiest_cpu=busiest,
         client_cpu=client_after - client_before,
+        drained_cpu=drained,
+        exported=exported,
     )
 
 
@@ -355,7 +414,7 @@ def seconds(value: float) -> str:
 def orders_table(runs: list[OrdersRun]) -> str:
     groups = [HOST, "emulator", "Azurite"]
     header = (
-        "| session slots | orders mailed | seconds | orders/s | latency p50 / p95 (s) | "
+        "| session slots | tracing | orders mailed | seconds | orders/s | latency p50 / p95 (s) | "
         "one order alone, p50 (s) | "
         + " | ".join(f"CPU/order {g} (ms)" for g in groups)
         + " | CPU/order total (ms) | CPU ceiling (orders/s) | achieved | "
@@ -364,7 +423,7 @@ def orders_table(runs: list[OrdersRun]) -> str:
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for run in runs:
         lines.append(
-            f"| {run.slots} | {run.mailed} of {run.orders} | {run.seconds:.1f} | "
+            f"| {run.slots} | {run.tracing} | {run.mailed} of {run.orders} | {run.seconds:.1f} | "
             f"{run.rate:.2f} | {seconds(percentile(run.latencies, 0.5))} / "
             f"{seconds(percentile(run.latencies, 0.95))} | {seconds(percentile(run.alone, 0.5))} | "
             + " | ".join(f"{run.cpu_per_order(g) * 1000:.0f}" for g in groups)
@@ -372,6 +431,53 @@ def orders_table(runs: list[OrdersRun]) -> str:
             f"{run.rate / run.ceiling if run.ceiling else 0:.0%} | {run.process_bound:.1f} |"
         )
     return "\n".join(lines)
+
+
+def tracing_table(runs: list[OrdersRun]) -> str:
+    """Tracing off vs on for each session-slot setting run both ways (the first run of each)."""
+    lines = [
+        "| session slots | tracing | orders/s | CPU/order host + app (ms) | CPU/order total (ms) "
+        "| spans/order | log records/order, all (in the orders' traces) | OTLP requests "
+        "| OTLP KB/order |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for off, on in tracing_pairs(runs):
+        for run in (off, on):
+            exported = run.exported
+            lines.append(
+                f"| {run.slots} | {run.tracing} | {run.rate:.2f} | "
+                f"{run.drained_cpu_per_order(HOST) * 1000:.0f} | "
+                f"{run.drained_cpu_per_order() * 1000:.0f} | "
+                + (
+                    f"{exported.per_order(exported.spans):.2f} | "
+                    f"{exported.per_order(exported.log_records):.2f} "
+                    f"({exported.per_order(exported.log_records_in_traces):.2f}) | "
+                    f"{exported.requests} | "
+                    f"{exported.per_order(exported.kilobytes):.1f} |"
+                    if exported
+                    else "- | - | - | - |"
+                )
+            )
+        lines.append(
+            f"| {on.slots} | **on / off** | **{ratio(on.rate, off.rate)}** | "
+            f"**{ratio(on.drained_cpu_per_order(HOST), off.drained_cpu_per_order(HOST))}** | "
+            f"**{ratio(on.drained_cpu_per_order(), off.drained_cpu_per_order())}** | | | | |"
+        )
+    return "\n".join(lines)
+
+
+def tracing_pairs(runs: list[OrdersRun]) -> list[tuple[OrdersRun, OrdersRun]]:
+    pairs = []
+    for slots in dict.fromkeys(run.slots for run in runs):
+        off = next((r for r in runs if r.slots == slots and r.tracing == "off"), None)
+        on = next((r for r in runs if r.slots == slots and r.tracing == "on"), None)
+        if off and on:
+            pairs.append((off, on))
+    return pairs
+
+
+def ratio(numerator: float, denominator: float) -> str:
+    return f"{numerator / denominator:.2f}" if denominator else "n/a"
 
 
 def import_table(run: ImportRun) -> str:
@@ -391,6 +497,47 @@ def import_table(run: ImportRun) -> str:
     )
 
 
+def print_orders_summary(runs: list[OrdersRun]) -> None:
+    shipped = next((r for r in runs if "as shipped" in r.slots), None)
+    if shipped:
+        one = next((r for r in runs if r.slots == "1" and r.tracing == shipped.tracing), None)
+        print(f"- orders/s with host.json as shipped: {shipped.rate:.2f} (goal: at least 10)")
+        print(
+            f"- achieved fraction of the CPU ceiling: {shipped.rate / shipped.ceiling:.0%}"
+            if shipped.ceiling
+            else "- CPU ceiling: no order completed"
+        )
+        if one and one.rate:
+            print(f"- 8 slots / 1 slot: {shipped.rate / one.rate:.1f}x (goal: at least 5x)")
+    for run in runs:
+        client = run.client_cpu / max(run.mailed, 1) * 1e3
+        print(
+            f"- the load generator (this process) used {client:.0f} ms of CPU per order in "
+            f"the {run.slots} run with tracing {run.tracing} (with it on, this includes the "
+            "OTLP receiver's decoding), outside the figures above"
+        )
+    print()
+    if not tracing_pairs(runs):
+        return
+    print(tracing_table(runs) + "\n")
+    for off, on in tracing_pairs(runs):
+        exported = on.exported
+        assert exported is not None  # tracing on
+        host_on, host_off = on.drained_cpu_per_order(HOST), off.drained_cpu_per_order(HOST)
+        print(
+            f"- {on.slots}: tracing on / off, orders/s {ratio(on.rate, off.rate)}, CPU per order "
+            f"of host + app {ratio(host_on, host_off)} ({(host_on - host_off) * 1e3:+.0f} ms); "
+            f"spans per order by name: {per_order(exported, exported.by_name)}; log records "
+            f"per order by logger: {per_order(exported, exported.by_logger)}"
+        )
+    print()
+
+
+def per_order(exported: Exported, counts: dict[str, int]) -> str:
+    found = sorted(counts.items(), key=lambda item: -item[1])
+    return ", ".join(f"{name} {exported.per_order(n):.2f}" for name, n in found) or "none"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.pipeline_bench", description=__doc__)
     parser.add_argument("--orders", type=int, default=200)
@@ -401,20 +548,30 @@ def main(argv: list[str] | None = None) -> int:
         default="shipped,1",
         help="one run each: shipped = host.json as shipped, N = maxConcurrentSessions N",
     )
+    parser.add_argument(
+        "--tracing",
+        default="off",
+        help="one run each (for each --slots): off = nothing exported, on = traces, metrics "
+        "and logs over OTLP/HTTP to a receiver the bench starts",
+    )
     parser.add_argument("--import-rows", type=int, default=20_000, help="0: no import run")
     parser.add_argument("--import-sessions", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
     parser.add_argument("--logs", default=None, help="where the logs go (default: a new temp dir)")
     args = parser.parse_args(argv)
     slots = [None if s.strip() == "shipped" else int(s) for s in args.slots.split(",")]
+    modes = [m.strip() for m in args.tracing.split(",")]
+    if unknown := sorted(set(modes) - set(MODES)):
+        parser.error(f"--tracing takes {', '.join(MODES)}, not {', '.join(unknown)}")
 
     load_before = os.getloadavg()
     workdir = Path(args.logs or tempfile.mkdtemp(prefix="pipeline-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"Logs of the stack, the app and the Spark job: {workdir}", file=sys.stderr)
     runs = [
-        run_orders(s, args.orders, args.warmup, args.clients, args.timeout, workdir)
+        run_orders(s, mode, args.orders, args.warmup, args.clients, args.timeout, workdir)
         for s in (slots if args.orders else [])
+        for mode in modes
     ]
     imported = (
         run_import(args.import_rows, args.import_sessions, args.timeout, workdir)
@@ -429,24 +586,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if runs:
         print(orders_table(runs) + "\n")
-        shipped = next((r for r in runs if "as shipped" in r.slots), None)
-        one = next((r for r in runs if r.slots == "1"), None)
-        if shipped:
-            print(f"- orders/s with host.json as shipped: {shipped.rate:.2f} (goal: at least 10)")
-            print(
-                f"- achieved fraction of the CPU ceiling: {shipped.rate / shipped.ceiling:.0%}"
-                if shipped.ceiling
-                else "- CPU ceiling: no order completed"
-            )
-        if shipped and one and one.rate:
-            print(f"- 8 slots / 1 slot: {shipped.rate / one.rate:.1f}x (goal: at least 5x)")
-        for run in runs:
-            client = run.client_cpu / max(run.mailed, 1) * 1e3
-            print(
-                f"- the load generator (this process) used {client:.0f} ms of CPU per order in "
-                f"the {run.slots} run, outside the figures above"
-            )
-        print()
+        print_orders_summary(runs)
     if imported:
         print(import_table(imported) + "\n")
         print(f"- import rows/s end to end: {imported.rate:.0f} (goal: at least 300)")

@@ -77,9 +77,10 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'ServiceBusConnection__fullyQualifiedNamespace', value: serviceBusFullyQualifiedNamespace }
         { name: 'ServiceBusConnection__credential', value: 'managedidentity' }
         { name: 'ServiceBusConnection__clientId', value: identityClientId }
-        // Telemetry, sent with Entra auth (local auth is off on the component).
+        // Telemetry with Entra auth (local auth is off); the Python worker exports the app's (docs/telemetry.md).
         { name: 'APPLICATIONINSIGHTS_CONNECTION_STRING', value: appInsightsConnectionString }
         { name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING', value: 'ClientId=${identityClientId};Authorization=AAD' }
+        { name: 'PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY', value: 'true' }
         // What the app reads (shared/config.py and the trigger decorators).
         { name: 'PURCHASE_QUEUE_NAME', value: purchaseQueueName }
         { name: 'IMPORT_QUEUE_NAME', value: importQueueName }

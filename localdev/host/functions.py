@@ -116,10 +116,17 @@ def invoke(
     trigger_metadata: Mapping[str, Any] | None = None,
     reason: str,
     log_detail: str = "",
+    trace_parent: str = "",
+    trace_state: str = "",
 ) -> Outcome:
     """Send the worker an ``InvocationRequest`` with ``data`` (``TypedData``) for the trigger
     parameter and ``trigger_metadata`` (``TypedData`` by name), logging "Executing" and
-    "Executed" like the host. Never raises what the function raises."""
+    "Executed" like the host. Never raises what the function raises.
+
+    ``trace_parent``/``trace_state``: the W3C trace context of the trigger (the HTTP request's
+    headers, the message's properties), the invocation's ``context.trace_context``. The
+    Functions host puts its own span for the invocation there, in that trace; this host has
+    no spans, so the worker gets the trigger's context itself (empty: none)."""
     invocation_id = str(uuid.uuid4())
     metadata = dict(trigger_metadata or {})
     # WebJobs adds the system binding data to every invocation.
@@ -135,7 +142,7 @@ def invoke(
         function_id=spec.function_id,
         input_data=[messages.ParameterBinding(name=spec.arg_name, data=data)],
         trigger_metadata=metadata,
-        trace_context=messages.RpcTraceContext(),
+        trace_context=messages.RpcTraceContext(trace_parent=trace_parent, trace_state=trace_state),
         retry_context=messages.RetryContext(),
     )
     logger.info(

@@ -232,6 +232,8 @@ class HttpFrontEnd:
             # The HTTP extension's binding data: the route values, the query and the headers.
             trigger_metadata=typed_metadata({**route_params, "Query": query, "Headers": headers}),
             reason="This function was programmatically called via the host APIs.",
+            trace_parent=headers.get("traceparent", ""),
+            trace_state=headers.get("tracestate", ""),
         )
         if not outcome.succeeded:
             _send(handler, 500, {}, b"")

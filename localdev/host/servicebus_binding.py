@@ -99,17 +99,29 @@ def invoke_with_message(
     except Exception as error:
         logger.exception("%s: message %s cannot be bound", spec.name, message.message_id)
         return Outcome(succeeded=False, error=f"{type(error).__name__}: {error}")
+    properties = message.application_properties or {}
     return invoke(
         spec,
         data,
         trigger_metadata=metadata,
         reason=f"New ServiceBus message detected on '{entity}'.",
+        # The Service Bus SDKs' trace context properties: traceparent, else Diagnostic-Id.
+        trace_parent=_property(properties, "traceparent") or _property(properties, "Diagnostic-Id"),
+        trace_state=_property(properties, "tracestate"),
         log_detail=(
             f"\n  Trigger Details: MessageId: {message.message_id}, SequenceNumber: "
             f"{message.sequence_number}, DeliveryCount: {dotnet_delivery_count(message)}, "
             f"SessionId: {message.session_id}"
         ),
     )
+
+
+def _property(properties: Mapping[Any, Any], name: str) -> str:
+    """An application property as text ("" when absent); the decoder's keys are bytes."""
+    value = properties.get(name.encode(), properties.get(name))
+    if isinstance(value, bytes):
+        return value.decode("ascii", "replace")
+    return value if isinstance(value, str) else ""
 
 
 def binding_content(message: ServiceBusReceivedMessage) -> bytes:

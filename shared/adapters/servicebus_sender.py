@@ -18,6 +18,7 @@ from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusErro
 from ..domain.envelope import CONTENT_TYPE, TaskMessage
 from ..domain.errors import SessionTooLarge
 from ..service_layer.ports import OutgoingMessage
+from ..telemetry.context import sending_trace_properties
 from .azure_errors import SERVICE_BUS, translated
 
 
@@ -90,7 +91,9 @@ def to_service_bus_message(
     fields repeated as application properties, and its message id deterministic so duplicate
     detection catches a re-send: ``message.message_id()`` (job:step) unless the caller knows a
     better one, e.g. job:row for an import whose job spans several sessions. An
-    ``OutgoingMessage`` (a replayed dead letter) goes as it is, byte for byte."""
+    ``OutgoingMessage`` (a replayed dead letter) goes as it is, byte for byte. Sent inside a
+    span, a message carries its trace context (``traceparent``, ``Diagnostic-Id``,
+    ``tracestate``), replacing a replayed one's: its task then runs in that span's trace."""
     if isinstance(message, TaskMessage):
         message = OutgoingMessage(
             body=message.to_json(),
@@ -99,6 +102,7 @@ def to_service_bus_message(
             application_properties=message.application_properties(),
         )
     properties: dict[str | bytes, Any] = dict(message.application_properties.items())
+    properties.update(sending_trace_properties())
     return ServiceBusMessage(
         message.body,
         session_id=session_id,

@@ -94,6 +94,7 @@ class TableDeadLetterArchive(TableFailedSessions):
             "replayed_session_id": row.replayed_session_id,
             "replay_key": row.replay_key,
             "replayed_at": row.replayed_at,
+            "trace_id": row.trace_id,
             "body_size": len(row.body),
         }
         if len(row.body) > INLINE_BODY_MAX:
@@ -133,4 +134,5 @@ class TableDeadLetterArchive(TableFailedSessions):
             replayed_session_id=entity.get("replayed_session_id"),
             replay_key=entity.get("replay_key"),
             replayed_at=entity.get("replayed_at"),
+            trace_id=entity.get("trace_id"),
         )

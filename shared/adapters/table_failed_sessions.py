@@ -90,6 +90,7 @@ class TableFailedSessions:
                 "replayed_session_id": summary.replayed_session_id,
                 "replay_key": summary.replay_key,
                 "replayed_at": summary.replayed_at,
+                "trace_id": summary.trace_id,
             },
             mode=UpdateMode.MERGE,
         )
@@ -192,4 +193,5 @@ def _summary(entity: dict[str, Any]) -> FailedSession:
         replay_key=entity.get("replay_key"),
         replayed_at=entity.get("replayed_at"),
         claim=_claim_of(entity),
+        trace_id=entity.get("trace_id"),
     )

@@ -61,6 +61,7 @@ class ArchivedMessage(MessageCopy):
     replayed_session_id: str | None = None
     replay_key: str | None = None
     replayed_at: str | None = None
+    trace_id: str | None = None  # the trace the message was sent in (its order's)
 
     @property
     def row_key(self) -> str:
@@ -162,6 +163,7 @@ class FailedSession:
     replay_key: str | None = None
     replayed_at: str | None = None
     claim: ReplayClaim | None = None  # set when a replay claimed it, before anything is sent
+    trace_id: str | None = None  # the failed session's trace (its order's)
 
 
 def summarize(
@@ -189,6 +191,7 @@ def summarize(
         replayed_session_id=last_replay.replayed_session_id if last_replay else None,
         replay_key=last_replay.replay_key if last_replay else None,
         replayed_at=last_replay.replayed_at if last_replay else None,
+        trace_id=next((r.trace_id for r in rows if r.trace_id), None),
     )
 
 

@@ -27,6 +27,7 @@ from ..domain.errors import (
     TooLarge,
     Unprocessable,
 )
+from ..telemetry.operations import request_span
 
 logger = logging.getLogger(__name__)
 
@@ -100,26 +101,41 @@ def error_response(error: PipelineError) -> func.HttpResponse:
 
 
 def endpoint(function: HttpFunction) -> HttpFunction:
-    """Map the app's errors raised by ``function`` to problem documents (see the module)."""
+    """Map the app's errors raised by ``function`` to problem documents (see the module). The
+    request is a span that continues the caller's trace (its ``traceparent`` header)."""
 
     @functools.wraps(function)
     def wrapper(req: func.HttpRequest) -> func.HttpResponse:
-        try:
-            return function(req)
-        except PipelineError as error:
-            if isinstance(error, ServiceUnavailable):
-                logger.warning("%s: %s", function.__name__, error)
-            return error_response(error)
-        except Exception:
-            logger.exception("%s failed", function.__name__)
-            return problem(
-                500,
-                "Internal error",
-                "The request failed on an error in the app, which is logged. A request with "
-                "an Idempotency-Key may be sent again with the same key.",
-            )
+        with request_span(req.method, route_template(req), req.headers) as note:
+            response = _answer(function, req)
+            note(**{"http.response.status_code": response.status_code})
+        return response
 
     return wrapper
+
+
+def _answer(function: HttpFunction, req: func.HttpRequest) -> func.HttpResponse:
+    try:
+        return function(req)
+    except PipelineError as error:
+        if isinstance(error, ServiceUnavailable):
+            logger.warning("%s: %s", function.__name__, error)
+        return error_response(error)
+    except Exception:
+        logger.exception("%s failed", function.__name__)
+        return problem(
+            500,
+            "Internal error",
+            "The request failed on an error in the app, which is logged. A request with "
+            "an Idempotency-Key may be sent again with the same key.",
+        )
+
+
+def route_template(req: func.HttpRequest) -> str:
+    """The route a request matched, its values put back as ``{name}``: ``orders/{job_id}``."""
+    path = req.url.split("/api/", 1)[-1].split("?", 1)[0]
+    names = {value: name for name, value in req.route_params.items() if value}
+    return "/".join(f"{{{names[part]}}}" if part in names else part for part in path.split("/"))
 
 
 def url_for(req: func.HttpRequest, path: str) -> str:

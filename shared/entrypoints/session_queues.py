@@ -2,7 +2,9 @@
 session-enabled on the queue its app setting names and settled by the app (autoComplete off).
 
 The host indexes each as a function of its own (``function_name``); the worker reads the
-SDK-type binding from the annotations of the function ``session_queue_trigger`` defines.
+SDK-type binding from the annotations of the function ``session_queue_trigger`` defines, and
+hands it the invocation's ``context``, whose trace context (the message's, from the host) the
+task's span continues.
 """
 
 from __future__ import annotations
@@ -13,23 +15,29 @@ import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
 from ..bootstrap import Container, container
+from ..config import Settings
 from ..service_layer.processor import SessionProcessor
 from .session_tasks import handle_session_message
 
 SessionTrigger = Callable[
-    [servicebus.ServiceBusReceivedMessage, servicebus.ServiceBusMessageActions], None
+    [servicebus.ServiceBusReceivedMessage, servicebus.ServiceBusMessageActions, func.Context],
+    None,
 ]
 
 bp = func.Blueprint()
 
 
 def session_queue_trigger(
-    name: str, queue_setting: str, processor: Callable[[Container], SessionProcessor]
+    name: str,
+    queue_setting: str,
+    queue: Callable[[Settings], str],
+    processor: Callable[[Container], SessionProcessor],
 ) -> SessionTrigger:
     """Register the function ``name`` on ``bp``: a trigger on the session queue whose name is
-    in the app setting ``queue_setting`` (a setting's name, never a value), over the
-    ``ServiceBusConnection`` connection, running each message through the container's
-    ``processor``. Returns the function, callable as the worker calls it."""
+    in the app setting ``queue_setting`` (a setting's name, never a value; ``queue`` reads its
+    value from the settings, for the task spans), over the ``ServiceBusConnection``
+    connection, running each message through the container's ``processor``. Returns the
+    function, callable as the worker calls it."""
 
     @bp.function_name(name)
     @bp.service_bus_queue_trigger(
@@ -42,15 +50,29 @@ def session_queue_trigger(
     def session_task(
         message: servicebus.ServiceBusReceivedMessage,
         message_actions: servicebus.ServiceBusMessageActions,
+        context: func.Context,
     ) -> None:
-        handle_session_message(processor(container()), message, message_actions)
+        c = container()
+        handle_session_message(
+            processor(c),
+            message,
+            message_actions,
+            queue=queue(c.settings),
+            trace_context=context.trace_context,
+        )
 
     return session_task
 
 
 purchase_tasks = session_queue_trigger(
-    "purchase_tasks", "PURCHASE_QUEUE_NAME", lambda c: c.purchase_processor
+    "purchase_tasks",
+    "PURCHASE_QUEUE_NAME",
+    lambda s: s.purchase_queue_name,
+    lambda c: c.purchase_processor,
 )
 product_import_tasks = session_queue_trigger(
-    "product_import_tasks", "IMPORT_QUEUE_NAME", lambda c: c.import_processor
+    "product_import_tasks",
+    "IMPORT_QUEUE_NAME",
+    lambda s: s.import_queue_name,
+    lambda c: c.import_processor,
 )

@@ -21,6 +21,7 @@ from ..domain.archive import (
 )
 from ..domain.errors import InvalidInput, SessionLocked
 from ..domain.replays import ReplayRequest
+from ..telemetry.operations import operation_span
 from .ports import (
     DeadLetterArchive,
     MessageResender,
@@ -119,10 +120,13 @@ def run_bulk_replay(
         updated_at=clock().isoformat(),
     )
     store.save(request)
-    for items in _matching_pages(archive, request, FAILED, page_size):
-        for summary in items:
-            request = _replay_one(archive, resender, seeder, request, summary, key, clock)
-        store.save(replace(request, updated_at=clock().isoformat()))
+    # One span for the run; each session's replay is a span in it, linked to that session.
+    with operation_span("bulk replay", attributes={"replay.request_id": request_id}) as note:
+        for items in _matching_pages(archive, request, FAILED, page_size):
+            for summary in items:
+                request = _replay_one(archive, resender, seeder, request, summary, key, clock)
+            store.save(replace(request, updated_at=clock().isoformat()))
+        note(**{"replay.sessions_sent": request.sent, "replay.sessions_failed": request.failed})
     request = replace(request, status="completed", updated_at=clock().isoformat())
     store.save(request)
     return request

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 
 from ..domain.archive import ArchivedMessage, MessageCopy, routing_of, summarize
+from ..telemetry.context import trace_id_of
+from ..telemetry.operations import count_archived, operation_span
 from .ports import DeadLetter, DeadLetterArchive, DeadLetterSource
 
 logger = logging.getLogger(__name__)
@@ -45,7 +47,33 @@ def archive_dead_letters(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     monotonic: Callable[[], float] = time.monotonic,
 ) -> ArchiveReport:
-    """Archive at most ``max_messages`` dead letters, stopping after ``max_seconds``."""
+    """Archive at most ``max_messages`` dead letters, stopping after ``max_seconds``. The run
+    is a span; each archived row keeps the trace id its message was sent in."""
+    with operation_span("archive dead letters", attributes={"messaging.system": "servicebus"}):
+        report = _archive(
+            source, archive, queues, max_messages, max_seconds, batch_size, clock, monotonic
+        )
+        logger.info(
+            "Archived %d dead letter(s) from %s in %d transaction(s), %d session(s)%s",
+            report.total,
+            ", ".join(f"{q}: {n}" for q, n in report.moved.items()) or "no queue",
+            report.transactions,
+            len(report.sessions),
+            "; stopped at the bound, more may be waiting" if report.stopped_early else "",
+        )
+    return report
+
+
+def _archive(
+    source: DeadLetterSource,
+    archive: DeadLetterArchive,
+    queues: Sequence[str],
+    max_messages: int,
+    max_seconds: float,
+    batch_size: int,
+    clock: Callable[[], datetime],
+    monotonic: Callable[[], float],
+) -> ArchiveReport:
     report = ArchiveReport()
     deadline = monotonic() + max_seconds
     for queue in queues:
@@ -66,16 +94,9 @@ def archive_dead_letters(
                     reader.complete(group)  # only after the rows are safely written
                     report.sessions.add(session_id)
                     report.moved[queue] += len(group)
+                    count_archived(len(group), queue=queue)
         if report.stopped_early:
             break
-    logger.info(
-        "Archived %d dead letter(s) from %s in %d transaction(s), %d session(s)%s",
-        report.total,
-        ", ".join(f"{q}: {n}" for q, n in report.moved.items()) or "no queue",
-        report.transactions,
-        len(report.sessions),
-        "; stopped at the bound, more may be waiting" if report.stopped_early else "",
-    )
     return report
 
 
@@ -97,6 +118,7 @@ def _row(letter: DeadLetter, clock: Callable[[], datetime]) -> ArchivedMessage:
         enqueued_time=letter.enqueued_time.isoformat() if letter.enqueued_time else None,
         delivery_count=letter.delivery_count,
         archived_at=clock().isoformat(),
+        trace_id=trace_id_of(letter.application_properties),
         **routing,
     )
 

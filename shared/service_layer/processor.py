@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from ..domain.envelope import TaskMessage, parse_task_message, routing_hint
@@ -26,14 +27,7 @@ from ..domain.retries import RetryPolicy
 from ..domain.session_state import CorruptSessionState, Failure, SessionState, decode_session_state
 from .ports import FailureJournal, SessionActions
 from .session_endings import Ending, SessionEndings
-from .session_messages import (
-    IncomingMessage,
-    Observer,
-    Outcome,
-    Result,
-    Task,
-    TaskInvocation,
-)
+from .session_messages import IncomingMessage, Observer, Outcome, Result, Task, TaskInvocation
 
 # The processor's vocabulary, importable from here as well as from its own modules.
 __all__ = ["FailurePolicy", "IncomingMessage", "Observer", "Outcome", "Result", "RetryPolicy"]
@@ -67,13 +61,15 @@ class SessionProcessor:
 
     def handle(self, incoming: IncomingMessage, actions: SessionActions) -> Result:
         """Decide, write the state, settle the message through ``actions``."""
-        return self._endings.carry_out(self._decide(incoming, actions), incoming, actions)
+        stored = actions.get_state()
+        ending = self._decide(incoming, stored)
+        return self._endings.carry_out(ending, incoming, actions, had_state=stored is not None)
 
     # -- decisions ---------------------------------------------------------------------------
 
-    def _decide(self, incoming: IncomingMessage, actions: SessionActions) -> Ending:
+    def _decide(self, incoming: IncomingMessage, stored: bytes | None) -> Ending:
         try:
-            state = decode_session_state(actions.get_state())
+            state = decode_session_state(stored)
         except CorruptSessionState as error:
             return self._corrupt_state(incoming, error)
         try:
@@ -108,12 +104,15 @@ class SessionProcessor:
                 )
             failure = self._failure(message.task, message.step, PREVIOUS_STEP_MISSING, description)
             return self._failed(message, message.is_last, state, failure, stop=True)
-        return self._run(incoming, message, state)
+        attempt = self.retry.attempt(
+            state.failed_attempts(message.task, message.step), incoming.delivery_count
+        )
+        return replace(self._run(incoming, message, state, attempt), attempt=attempt)
 
-    def _run(self, incoming: IncomingMessage, message: TaskMessage, state: SessionState) -> Ending:
+    def _run(
+        self, incoming: IncomingMessage, message: TaskMessage, state: SessionState, attempt: int
+    ) -> Ending:
         task = self.tasks[message.task]
-        failed = state.failed_attempts(message.task, message.step)
-        attempt = self.retry.attempt(failed, incoming.delivery_count)
         invocation = TaskInvocation(message, incoming.session_id, dict(state.context), attempt)
         try:
             outputs = task(invocation)

@@ -31,6 +31,7 @@ from ..domain.errors import InvalidInput
 from ..domain.idempotency import fingerprint
 from ..domain.pipelines import stops_on_failure
 from ..domain.session_state import SessionState
+from ..telemetry.operations import count_replayed, operation_span
 from .idempotency import IdempotentRequests
 from .ports import DeadLetterArchive, MessageResender, OutgoingMessage, SessionSeeder
 
@@ -140,14 +141,22 @@ def _replay(
         # The bad rows of an import seldom include its last: the last archived row closes the
         # new session. Not a purchase: its later messages may still reach the archive.
         closing = None if whole_session else rows[-1].row_key
-        resender.resend(
-            queue,
-            new_session_id,
-            [
-                _outgoing(row, session_id, new_session_id, last=row.row_key == closing)
-                for row in pending
-            ],
-        )
+        with operation_span(
+            "replay session",
+            attributes={"session.id": session_id, "replay.session_id": new_session_id},
+            replaying=[row.application_properties for row in pending],
+        ):
+            # Sent in this span: the new session's tasks are in the replay's trace, which
+            # links to the failed session's.
+            resender.resend(
+                queue,
+                new_session_id,
+                [
+                    _outgoing(row, session_id, new_session_id, last=row.row_key == closing)
+                    for row in pending
+                ],
+            )
+        count_replayed(len(pending), queue=queue)
         at = clock().isoformat()
         archive.mark_replayed(
             [row.replayed(session_id=new_session_id, key=idempotency_key, at=at) for row in pending]

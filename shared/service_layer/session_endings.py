@@ -32,6 +32,7 @@ class Ending:
     description: str | None = None
     backoff: float = 0.0
     first_failure: bool = False
+    attempt: int | None = None  # the task's attempt, when it ran
 
 
 class SessionEndings:
@@ -47,10 +48,15 @@ class SessionEndings:
         self._observer = observer
 
     def carry_out(
-        self, ending: Ending, incoming: IncomingMessage, actions: SessionActions
+        self,
+        ending: Ending,
+        incoming: IncomingMessage,
+        actions: SessionActions,
+        *,
+        had_state: bool = True,
     ) -> Result:
         """Tell, write the state, settle; after a session's last message, clear the state and
-        release the session.
+        release the session. ``had_state``: the session had a state before this message.
 
         The state is cleared only once the last message is settled. A crash before the
         settlement leaves the state that message wrote, so its redelivery finds its own
@@ -58,7 +64,18 @@ class SessionEndings:
         message alone can leave behind (R5). A crash after the settlement leaves a state on a
         session that has no messages left: harmless, session ids are not reused.
         """
-        result = Result(ending.outcome, ending.reason, ending.description)
+        message = ending.message
+        result = Result(
+            ending.outcome,
+            ending.reason,
+            ending.description,
+            task=message.task if message else None,
+            step=message.step if message else None,
+            attempt=ending.attempt,
+            opens_session=not had_state and ending.state is not None,
+            fails_session=ending.first_failure,
+            ends_session=ending.is_last and ending.outcome is not Outcome.ABANDONED,
+        )
         if ending.outcome is not Outcome.ABANDONED:
             self._tell(ending, incoming)
         if ending.state is not None:

@@ -20,9 +20,22 @@ class Outcome(enum.Enum):
 
 @dataclass(frozen=True)
 class Result:
+    """The outcome of one message, and what it meant for its session (for telemetry).
+
+    ``task``/``step``: the message's (None when its body could not be read); ``attempt``: the
+    task's attempt when it ran; ``opens_session``: the session had no state before this
+    message; ``fails_session``: this message marked the session failed; ``ends_session``: the
+    session's last message was settled."""
+
     outcome: Outcome
     reason: str | None = None
     description: str | None = None
+    task: str | None = None
+    step: int | None = None
+    attempt: int | None = None
+    opens_session: bool = False
+    fails_session: bool = False
+    ends_session: bool = False
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,14 @@ and a real ServiceBusMessageActions talking gRPC to an in-process Settlement ser
 from __future__ import annotations
 
 import json
+import threading
+import uuid
 from typing import Any
 
 import pytest
+from azure_functions_runtime.bindings.context import Context
+from azure_functions_runtime.bindings.retrycontext import RetryContext
+from azure_functions_runtime.bindings.tracecontext import TraceContext
 from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
 from azurefunctions.extensions.bindings.servicebus.serviceBusMessageActions import (
     SettlementError,
@@ -22,6 +27,19 @@ from .conftest import RecordingSettlement, Twins, received_message
 SESSION = "job-1"
 
 
+def invocation() -> Any:
+    """The invocation context the worker passes a function that takes ``context``: here with
+    the empty trace context of a host that traces nothing."""
+    return Context(
+        "purchase_tasks",
+        ".",
+        str(uuid.uuid4()),
+        threading.local(),
+        TraceContext("", "", {}),
+        RetryContext(0, 0, None),
+    )
+
+
 def _task(task: str, step: int, *, is_last: bool = False, pipeline: str = PURCHASE) -> bytes:
     return TaskMessage("job-1", pipeline, task, step, is_last, {}).to_json()
 
@@ -31,7 +49,7 @@ def test_a_successful_task_is_completed_and_its_state_kept_for_the_next_step(
 ) -> None:
     message = received_message(_task("First", 1), session_id=SESSION)
 
-    purchase_tasks(message, message_actions)
+    purchase_tasks(message, message_actions, invocation())
 
     assert settlement.settlements() == [("complete", str(message.lock_token))]
     assert json.loads(settlement.states[SESSION])["next_step"] == 2
@@ -41,10 +59,12 @@ def test_a_successful_task_is_completed_and_its_state_kept_for_the_next_step(
 def test_the_next_step_reads_the_state_through_get_session_state_over_grpc(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    purchase_tasks(received_message(_task("First", 1), session_id=SESSION), message_actions)
+    purchase_tasks(
+        received_message(_task("First", 1), session_id=SESSION), message_actions, invocation()
+    )
     second = received_message(_task("Second", 2, is_last=True), session_id=SESSION)
 
-    purchase_tasks(second, message_actions)
+    purchase_tasks(second, message_actions, invocation())
 
     assert ("get_session_state", SESSION) in settlement.calls
     assert settlement.settlements()[-1] == ("complete", str(second.lock_token))
@@ -61,7 +81,7 @@ def test_a_failing_task_is_dead_lettered_with_a_reason_a_person_can_act_on(
 ) -> None:
     message = received_message(_task("Declined", 1), session_id=SESSION)
 
-    purchase_tasks(message, message_actions)
+    purchase_tasks(message, message_actions, invocation())
 
     [(kind, (lock_token, reason, description))] = settlement.settlements()
     assert (kind, lock_token, reason) == ("deadletter", str(message.lock_token), "PaymentDeclined")
@@ -76,9 +96,9 @@ def test_a_transient_failure_is_abandoned_for_another_attempt_then_dead_lettered
     first = received_message(_task("Flaky", 1), session_id=SESSION, delivery_count=None)
     last = received_message(_task("Flaky", 1), session_id=SESSION, delivery_count=None)
 
-    purchase_tasks(first, message_actions)
+    purchase_tasks(first, message_actions, invocation())
     assert json.loads(settlement.states[SESSION])["attempts"]["failed"] == 1
-    purchase_tasks(last, message_actions)  # attempt 2 of 2
+    purchase_tasks(last, message_actions, invocation())  # attempt 2 of 2
 
     [abandoned, (kind, (_, reason, description))] = settlement.settlements()
     assert abandoned == ("abandon", str(first.lock_token))
@@ -92,15 +112,17 @@ def test_a_transient_failure_is_abandoned_for_another_attempt_then_dead_lettered
 def test_a_last_message_redelivered_after_its_completion_failed_ends_the_session_once(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    purchase_tasks(received_message(_task("First", 1), session_id=SESSION), message_actions)
+    purchase_tasks(
+        received_message(_task("First", 1), session_id=SESSION), message_actions, invocation()
+    )
     body = _task("Second", 2, is_last=True)
     settlement.fail_once.add("complete")
     with pytest.raises(SettlementError):
-        purchase_tasks(received_message(body, session_id=SESSION), message_actions)
+        purchase_tasks(received_message(body, session_id=SESSION), message_actions, invocation())
     assert json.loads(settlement.states[SESSION])["next_step"] == 3  # kept for the redelivery
     again = received_message(body, session_id=SESSION, delivery_count=None)
 
-    purchase_tasks(again, message_actions)
+    purchase_tasks(again, message_actions, invocation())
 
     assert settlement.settlements()[-1] == ("complete", str(again.lock_token))
     assert SESSION not in settlement.states
@@ -110,10 +132,12 @@ def test_a_last_message_redelivered_after_its_completion_failed_ends_the_session
 def test_a_redelivered_finished_step_is_completed_without_running_again(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    purchase_tasks(received_message(_task("First", 1), session_id=SESSION), message_actions)
+    purchase_tasks(
+        received_message(_task("First", 1), session_id=SESSION), message_actions, invocation()
+    )
     again = received_message(_task("First", 1), session_id=SESSION, delivery_count=1)
 
-    purchase_tasks(again, message_actions)
+    purchase_tasks(again, message_actions, invocation())
 
     assert settlement.settlements()[-1] == ("complete", str(again.lock_token))
 
@@ -123,7 +147,7 @@ def test_an_unreadable_import_row_is_dead_lettered_as_malformed(
 ) -> None:
     message = received_message(b"not json", session_id="import-1")
 
-    product_import_tasks(message, message_actions)
+    product_import_tasks(message, message_actions, invocation())
 
     [(kind, (_, reason, description))] = settlement.settlements()
     assert (kind, reason) == ("deadletter", "MalformedMessage")
@@ -136,7 +160,7 @@ def test_an_import_row_is_completed(
     body = _task("ImportProduct", 1, is_last=True, pipeline=PRODUCT_IMPORT)
     message = received_message(body, session_id="import-1")
 
-    product_import_tasks(message, message_actions)
+    product_import_tasks(message, message_actions, invocation())
 
     assert settlement.settlements() == [("complete", str(message.lock_token))]
     assert settlement.calls[-1] == ("release_session", "import-1")
@@ -145,10 +169,12 @@ def test_an_import_row_is_completed(
 def test_a_dead_lettered_last_message_releases_its_session(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    purchase_tasks(received_message(_task("Declined", 1), session_id=SESSION), message_actions)
+    purchase_tasks(
+        received_message(_task("Declined", 1), session_id=SESSION), message_actions, invocation()
+    )
     last = received_message(_task("Second", 2, is_last=True), session_id=SESSION)
 
-    purchase_tasks(last, message_actions)
+    purchase_tasks(last, message_actions, invocation())
 
     (kind, (lock_token, reason, _)) = settlement.settlements()[-1]
     assert (kind, lock_token, reason) == ("deadletter", str(last.lock_token), "SessionFailed")
@@ -163,7 +189,7 @@ def test_an_unreadable_last_import_row_releases_its_session(
         b"not json", session_id="import-2", application_properties={b"step": 7, b"is_last": True}
     )
 
-    product_import_tasks(last, message_actions)
+    product_import_tasks(last, message_actions, invocation())
 
     [(kind, (_, reason, _))] = settlement.settlements()
     assert (kind, reason) == ("deadletter", "MalformedMessage")

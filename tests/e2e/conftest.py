@@ -21,11 +21,13 @@ from azure.data.tables import TableClient
 from azure.servicebus import ServiceBusClient
 
 from localdev.api_client import AppClient
+from localdev.otlp_receiver import OtlpReceiver, run_otlp_receiver
 from localdev.stack import HOST_JSON, LocalStack, run_stack
 from shared.adapters.azure_clients import PAYMENTS_TABLE
 from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.adapters.simulated_payments import TableSimulatedPaymentGateway
 from shared.domain.pipelines import import_message
+from shared.telemetry.setup import telemetry, use_telemetry
 from tests import polling
 
 TASK_MAX_ATTEMPTS = 2
@@ -132,6 +134,11 @@ class E2E:
     invocations: InvocationLog
     payments: TableSimulatedPaymentGateway
     servicebus: ServiceBusClient
+    otlp: OtlpReceiver  # where the app exports its traces, metrics and logs
+
+    def exported(self) -> None:
+        """What the app recorded so far is at ``otlp`` once this returns."""
+        telemetry().flush()
 
     @property
     def purchase_queue(self) -> str:
@@ -183,27 +190,40 @@ def _quote(value: str) -> str:
 @pytest.fixture(scope="package")
 def e2e() -> Iterator[E2E]:
     """Stopped after the last test of tests/e2e, so the rest of a full run neither shares the
-    machine with it nor sees its app settings in the environment."""
+    machine with it nor sees its app settings in the environment. The app exports its
+    telemetry to an OTLP endpoint of the test's, as ``make up`` does to the one its
+    OTEL_EXPORTER_OTLP_ENDPOINT names."""
     invocations = InvocationLog()
     host_logger = logging.getLogger("localdev.host")
     previous_level = host_logger.level
     host_logger.setLevel(logging.INFO)
     host_logger.addHandler(invocations)
     try:
-        with run_stack(overrides=E2E_SETTINGS, host_json=e2e_host_json()) as stack:
-            payments = TableSimulatedPaymentGateway(
-                TableClient.from_connection_string(stack.storage_connection_string, PAYMENTS_TABLE)
-            )
-            with ServiceBusClient.from_connection_string(
-                stack.servicebus_connection_string
-            ) as servicebus:
-                yield E2E(
-                    stack=stack,
-                    api=AppClient(stack.api_url, stack.function_key),
-                    invocations=invocations,
-                    payments=payments,
-                    servicebus=servicebus,
-                )
+        with run_otlp_receiver() as otlp:
+            use_telemetry(None)  # set up again, from the stack's settings
+            settings = {**E2E_SETTINGS, "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint}
+            try:
+                with (
+                    run_stack(overrides=settings, host_json=e2e_host_json()) as stack,
+                    ServiceBusClient.from_connection_string(
+                        stack.servicebus_connection_string
+                    ) as servicebus,
+                ):
+                    yield E2E(
+                        stack=stack,
+                        api=AppClient(stack.api_url, stack.function_key),
+                        invocations=invocations,
+                        payments=TableSimulatedPaymentGateway(
+                            TableClient.from_connection_string(
+                                stack.storage_connection_string, PAYMENTS_TABLE
+                            )
+                        ),
+                        servicebus=servicebus,
+                        otlp=otlp,
+                    )
+            finally:
+                telemetry().shutdown()
+                use_telemetry(None)
     finally:
         host_logger.removeHandler(invocations)
         host_logger.setLevel(previous_level)

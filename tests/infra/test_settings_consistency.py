@@ -28,6 +28,7 @@ PLATFORM_SETTINGS = {
     "AzureWebJobsFeatureFlags",
     "APPLICATIONINSIGHTS_CONNECTION_STRING",  # the host's telemetry
     "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",  # Entra auth for telemetry (local auth off)
+    "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY",  # the Python worker sets up the distro
 }
 # Parts of an identity-based connection that the host's credential factory reads.
 PLATFORM_CONNECTION_SUFFIXES = {"credential"}

@@ -58,6 +58,7 @@ SESSION_QUEUES = (
 )
 PLAIN_QUEUES = (
     "plain-tasks",
+    "plain-traced",
     "plain-concurrency",
     "plain-abandon",
     "plain-defer",

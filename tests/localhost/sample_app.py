@@ -56,7 +56,10 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 
 
 def _run_command(
-    name: str, message: ServiceBusReceivedMessage, actions: ServiceBusMessageActions
+    name: str,
+    message: ServiceBusReceivedMessage,
+    actions: ServiceBusMessageActions,
+    context: func.Context | None = None,
 ) -> None:
     """The body is JSON: {"n": sequence, "sleep": seconds, "renew_every": seconds (while
     sleeping, renew the message lock, or the session lock on a session, that often),
@@ -74,6 +77,7 @@ def _run_command(
         "sequence_number": message.sequence_number,
         "type": type(message).__name__,
         "started": time.monotonic(),
+        "trace_parent": context.trace_context.trace_parent if context else None,
     }
     earlier = [c for c in SEEN.of(name) if c["message_id"] == message.message_id]
     SEEN.enter()
@@ -176,9 +180,11 @@ def manual_session_tasks(
     arg_name="message", queue_name="%PLAIN_QUEUE%", connection="ServiceBusConnection"
 )
 def plain_tasks(
-    message: ServiceBusReceivedMessage, message_actions: ServiceBusMessageActions
+    message: ServiceBusReceivedMessage,
+    message_actions: ServiceBusMessageActions,
+    context: func.Context,
 ) -> None:
-    _run_command("plain_tasks", message, message_actions)
+    _run_command("plain_tasks", message, message_actions, context)
 
 
 # -- HTTP -------------------------------------------------------------------------------------
@@ -226,6 +232,22 @@ def admin_only(req: func.HttpRequest) -> func.HttpResponse:
 def slow(req: func.HttpRequest) -> func.HttpResponse:
     time.sleep(float(req.params.get("seconds", "1")))
     return func.HttpResponse("done")
+
+
+@app.route(route="traced", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+async def traced(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    """What an async function sees of the invocation's trace context: the context's, and the
+    current OpenTelemetry span's (the worker makes it current when its OpenTelemetry is on)."""
+    from opentelemetry import trace
+
+    current = trace.get_current_span().get_span_context()
+    SEEN.add(
+        "traced",
+        trace_parent=context.trace_context.trace_parent,
+        trace_state=context.trace_context.trace_state,
+        current_trace_id=trace.format_trace_id(current.trace_id) if current.is_valid else None,
+    )
+    return func.HttpResponse(status_code=204)
 
 
 @app.route(route="boom", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)

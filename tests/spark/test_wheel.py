@@ -38,9 +38,22 @@ def _imports_of(name: str, path: Path) -> Iterator[str]:
                 module = f"{base}.{node.module}" if node.module else base
             else:
                 module = node.module or ""
-            yield module
-            if module.split(".")[0] in LOCAL:  # from package import submodule
+            if module.split(".")[0] in LOCAL or _is_namespace(module):
+                # from package import submodule: a namespace package (opentelemetry) is in no
+                # distribution of its own, its submodules are
                 yield from (f"{module}.{alias.name}" for alias in node.names)
+            if not _is_namespace(module):
+                yield module
+
+
+def _is_namespace(module: str) -> bool:
+    if module.split(".")[0] in LOCAL:
+        return False
+    try:
+        spec = importlib.util.find_spec(module)
+    except ModuleNotFoundError:
+        return False
+    return spec is not None and spec.origin is None and bool(spec.submodule_search_locations)
 
 
 def external_imports() -> set[str]:
