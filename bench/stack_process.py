@@ -6,7 +6,8 @@ Bus emulator, the SMTP sink and the local host running function_app.py), with ho
 shipped (or with only ``maxConcurrentSessions`` changed) and the shipped example settings, on
 free ports. On stdout, one JSON line per event:
 
-- ``{"ready": {...}}``: the API URL and key, the connection strings, this process's pid;
+- ``{"ready": {...}}``: the API URL and key, the connection strings, the emulator's status
+  URL, this process's pid;
 - ``{"mail": "<Message-ID>", "time": <time.time()>}`` for each e-mail the sink received
   (noted as it arrives).
 
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                     "key": stack.function_key,
                     "storage": stack.storage_connection_string,
                     "servicebus": stack.servicebus_connection_string,
+                    "servicebus_status": stack.emulator.http_url,
                     "pid": os.getpid(),
                 }
             }
