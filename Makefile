@@ -5,16 +5,18 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CHECKOV_VENV := .venv-checkov
 
-.PHONY: setup run-deps test lint clean python
+.PHONY: setup run-deps test lint clean python chromium screenshots
 
-# What the app, the local stack and the demo need; `setup` adds checkov for tests/infra. Both
-# install two things at a time: npm's work overlaps uv's and checkov's.
+# What the app, the local stack and the demo need; `setup` adds checkov for tests/infra and
+# Chromium for the console's browser tests. Both install two things at a time: npm's work
+# overlaps uv's and checkov's.
 # The local host talks to Microsoft's Python worker in the Functions RPC protocol, compiled here
 # from Microsoft's published build of it (localdev/host/rpc_build.py, localdev/host/README.md).
 RPC_PROTOS := localdev/host/_rpc/SOURCE
-RUN_DEPS := $(VENV)/.installed node_modules/.installed $(RPC_PROTOS)
+CONSOLE_HTMX := shared/console/static/htmx.min.js
+RUN_DEPS := $(VENV)/.installed node_modules/.installed $(RPC_PROTOS) $(CONSOLE_HTMX)
 setup:
-	@$(MAKE) --no-print-directory -s -j2 $(RUN_DEPS) $(CHECKOV_VENV)/.installed
+	@$(MAKE) --no-print-directory -s -j2 $(RUN_DEPS) $(CHECKOV_VENV)/.installed chromium
 run-deps:
 	@$(MAKE) --no-print-directory -s -j2 $(RUN_DEPS)
 
@@ -48,6 +50,23 @@ node_modules/.installed: package.json package-lock.json
 	@npm ci --no-audit --no-fund --loglevel=error --prefer-offline
 	@touch $@
 
+# The console's hypermedia library comes from the npm package that package-lock.json pins. The
+# copy is committed, so `func azure functionapp publish` and `azd deploy` ship it from any
+# checkout (docs/console.md); this refreshes it when the pinned version changes.
+$(CONSOLE_HTMX): node_modules/.installed
+	@cmp -s node_modules/htmx.org/dist/htmx.min.js $@ \
+	  || { cp node_modules/htmx.org/dist/htmx.min.js $@; echo "==> $@: copied from node_modules/htmx.org"; }
+	@touch $@
+
+# tests/console drive Debian's Chromium with Playwright at this path (Playwright's own browser
+# download cannot run here). Installing it needs root, as in CI.
+CHROMIUM := /usr/bin/chromium
+chromium:
+	@test -x $(CHROMIUM) || { \
+	  echo "==> chromium: $(CHROMIUM) is missing: installing Debian's package for tests/console (about 1 min)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+	  || { echo "Could not install chromium: run 'apt-get install -y chromium' as root."; exit 1; }; }
+
 # checkov pins packaging<24, which the app's venv cannot hold: it gets a venv of its own.
 CHECKOV_REQUIREMENT := checkov>=3.2,<4
 $(CHECKOV_VENV)/.installed: $(VENV)/.installed
@@ -64,6 +83,11 @@ $(CHECKOV_VENV)/.installed: $(VENV)/.installed
 PYTEST_WORKERS ?= 3
 test: setup
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+
+# The console's browser tests, saving their screenshots where the README and docs/console.md
+# show them (docs/images/console/) instead of .artifacts/console/.
+screenshots: setup
+	CONSOLE_SCREENSHOTS=docs/images/console $(PY) -m pytest tests/console -q
 
 lint: setup
 	$(VENV)/bin/ruff check .

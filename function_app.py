@@ -13,9 +13,12 @@ import azure.functions as func
 
 from shared.entrypoints import (
     archive_timer,
+    console,
     failed_sessions_http,
     imports_http,
+    operator_http,
     orders_http,
+    overview_http,
     replays,
     session_queues,
 )
@@ -29,3 +32,7 @@ app.register_functions(archive_timer.bp)
 app.register_functions(failed_sessions_http.bp)
 app.register_functions(replays.bp)
 app.register_functions(imports_http.bp)
+app.register_functions(operator_http.bp)
+app.register_functions(overview_http.bp)
+for console_blueprint in console.BLUEPRINTS:
+    app.register_functions(console_blueprint)

@@ -40,6 +40,9 @@ param smtpUsername string = ''
 param smtpPassword string = ''
 param receiptEmailFrom string = 'receipts@shop.example'
 
+@description('Client id of the Entra app registration that signs people in to the operator console (App Service Authentication on /api/console; docs/console.md). Empty: no one can open the console in Azure.')
+param consoleAuthClientId string = ''
+
 var abbrs = loadJsonContent('abbreviations.json')
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName }
@@ -93,7 +96,7 @@ module storage 'app/storage.bicep' = {
     location: location
     tags: tags
     containers: [deploymentContainerName, 'receipts', 'deadletter-bodies']
-    tables: ['products', 'ordernumbers', 'simulatedpayments', 'deadletters', 'failedsessions', 'replayrequests', 'importprogress', 'importjobs', 'idempotencykeys', 'orderprogress']
+    tables: ['products', 'ordernumbers', 'simulatedpayments', 'deadletters', 'failedsessions', 'replayrequests', 'importprogress', 'importjobs', 'idempotencykeys', 'orderprogress', 'operatoraudit', 'confirmations']
     queues: [replayQueueName, '${replayQueueName}-poison']
     skuName: storageSku
   }
@@ -133,6 +136,15 @@ module functionApp 'app/function.bicep' = {
     smtpPort: smtpPort
     smtpStartTls: smtpStartTls
     receiptEmailFrom: receiptEmailFrom
+  }
+}
+
+module consoleAuth 'app/console-auth.bicep' = if (!empty(consoleAuthClientId)) {
+  name: 'console-auth'
+  scope: rg
+  params: {
+    functionAppName: functionApp.outputs.name
+    clientId: consoleAuthClientId
   }
 }
 

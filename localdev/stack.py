@@ -39,6 +39,7 @@ from localdev.stack_layout import (
 )
 from shared.adapters.azure_clients import ensure_storage
 from shared.config import SERVICE_BUS_CONNECTION, STORAGE_CONNECTION
+from shared.entrypoints.http import API_PREFIX
 
 __all__ = ["HOST_JSON", "LocalStack", "Ports", "create_storage", "run_stack"]
 
@@ -56,8 +57,19 @@ class LocalStack:
 
     @property
     def api_url(self) -> str:
-        """``http://127.0.0.1:<port>/api``"""
-        return f"{self.host.http_url}/{self.host.options.route_prefix}".rstrip("/")
+        """``http://127.0.0.1:<port>/api``: the API's routes carry their ``api/`` prefix
+        themselves (host.json sets no route prefix)."""
+        return f"{self._routes_url}/{API_PREFIX}"
+
+    @property
+    def console_url(self) -> str:
+        """``http://127.0.0.1:<port>/console``"""
+        return f"{self._routes_url}/console"
+
+    @property
+    def _routes_url(self) -> str:
+        prefix = self.host.options.route_prefix
+        return f"{self.host.http_url}/{prefix}" if prefix else self.host.http_url
 
     @property
     def function_key(self) -> str:
@@ -151,6 +163,10 @@ def run_stack(
                 "SMTP_PASSWORD": "",
             }
         )
+        # The console checks a key it is given against the host's keys: the app must see
+        # them, so the keys the host would generate are chosen here instead.
+        for name in (MASTER_KEY_SETTING, HOST_KEY_SETTING):
+            values[name] = values.get(name) or secrets.token_urlsafe(32)
         create_storage(azurite.connection_string, values.get("REPLAY_QUEUE_NAME"))
 
         if str(REPO_ROOT) not in sys.path:

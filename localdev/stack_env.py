@@ -48,6 +48,7 @@ def summary(stack: LocalStack) -> str:
         "The local stack is up.",
         f"  API           {stack.api_url}/  (x-functions-key: {keys.host}; "
         f"master key {keys.master})",
+        f"  Console       {stack.console_url}  (sign in with the host key above)",
         f"  Storage       {stack.storage_connection_string}",
         f"  Service Bus   {stack.servicebus_connection_string}",
         f"  Emulator      {status}/health  {status}/queues  (messages per queue)",

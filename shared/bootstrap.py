@@ -16,9 +16,12 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 from .adapters import parts as adapters
 from .config import Settings
 from .domain.pipelines import PRODUCT_IMPORT, PURCHASE
+from .service_layer.history import Progress
 from .service_layer.idempotency import IdempotentRequests
 from .service_layer.import_tasks import import_tasks
 from .service_layer.observers import import_progress_observer, order_progress_observer
+from .service_layer.orders import OrderLookup
+from .service_layer.overview import Sources
 from .service_layer.processor import RetryPolicy, SessionProcessor
 from .service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
 
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
     from azure.storage.queue import QueueServiceClient
 
     from .adapters.servicebus_sender import SenderPool
+    from .service_layer.operator_ports import AuditTrail, Confirmations, DeadLetterCounter
     from .service_layer.ports import (
         Archive,
         DeadLetterSource,
@@ -126,6 +130,27 @@ class Container:
     idempotent_requests: Part[IdempotentRequests] = Part(
         lambda c: IdempotentRequests(c.idempotency_records)
     )
+    # What the operator's overview and a session's history read.
+    overview_sources: Part[Sources] = Part(
+        lambda c: Sources(
+            c.archive,
+            c.dead_letter_counter,
+            c.order_progress,
+            c.import_manifests,
+            c.import_progress,
+        )
+    )
+    replay_progress: Part[Progress] = Part(lambda c: Progress(c.order_progress, c.import_progress))
+    order_lookup: Part[OrderLookup] = Part(
+        lambda c: OrderLookup(
+            c.order_progress,
+            c.order_numbers,
+            c.payments,
+            c.archive,
+            c.audit_trail,
+            c.import_progress,
+        )
+    )
     # Adapters, each built by ``shared.adapters.parts`` from the clients below.
     catalog: Part[ProductCatalog] = Part(lambda c: adapters.catalog(c._table_service))
     order_numbers: Part[OrderNumbers] = Part(lambda c: adapters.order_numbers(c._table_service))
@@ -152,6 +177,12 @@ class Container:
     )
     replay_queue: Part[ReplayQueue] = Part(
         lambda c: adapters.replay_queue(c._queue_service, c.settings.replay_queue_name)
+    )
+    # The operator console's records and the dead letters it counts.
+    audit_trail: Part[AuditTrail] = Part(lambda c: adapters.audit_trail(c._table_service))
+    confirmations: Part[Confirmations] = Part(lambda c: adapters.confirmations(c._table_service))
+    dead_letter_counter: Part[DeadLetterCounter] = Part(
+        lambda c: adapters.dead_letter_counter(c._service_bus)
     )
     # Clients, one of each per container.
     _service_bus: Part[ServiceBusClient] = Part(

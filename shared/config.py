@@ -17,6 +17,10 @@ from .domain.errors import PipelineError
 
 SERVICE_BUS_CONNECTION = "ServiceBusConnection"
 STORAGE_CONNECTION = "AzureWebJobsStorage"
+# The Functions host's keys, as the local host reads them; App Service sets WEBSITE_AUTH_ENABLED
+# when App Service Authentication (Easy Auth) fronts the app.
+CONSOLE_KEY_SETTINGS = ("FUNCTIONS_HOST_KEY", "FUNCTIONS_MASTER_KEY")
+EASY_AUTH_SETTING = "WEBSITE_AUTH_ENABLED"
 
 
 class ConfigurationError(PipelineError):
@@ -38,6 +42,15 @@ class StorageConnectionSettings:
     blob_service_uri: str | None = None
     queue_service_uri: str | None = None
     client_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ConsoleAccessSettings:
+    """Who may use the operator console: in Azure, whoever App Service Authentication signed
+    in (``easy_auth``); locally, whoever presents one of the host's function ``keys``."""
+
+    keys: frozenset[str] = frozenset()
+    easy_auth: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,7 @@ class Settings:
     # host.json's extensions.queues.maxDequeueCount, which the app cannot read from the host:
     # after that many attempts a bulk replay's queue message goes to the poison queue.
     replay_max_dequeue_count: int
+    console: ConsoleAccessSettings = ConsoleAccessSettings()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -92,6 +106,7 @@ class Settings:
             archive_max_messages=env.integer("DLQ_ARCHIVE_MAX_MESSAGES", 2000),
             archive_max_seconds=env.number("DLQ_ARCHIVE_MAX_SECONDS", 240.0),
             replay_max_dequeue_count=env.integer("REPLAY_MAX_DEQUEUE_COUNT", 5),
+            console=console_access(environ),
         )
 
 
@@ -136,6 +151,13 @@ def storage_connection(
             f"{name}__accountName or {name}__tableServiceUri (identity-based)."
         )
     return settings
+
+
+def console_access(environ: Mapping[str, str] | None = None) -> ConsoleAccessSettings:
+    """The console's access rule from the app settings (see ``ConsoleAccessSettings``)."""
+    env = _Reader(os.environ if environ is None else environ)
+    keys = frozenset(key for name in CONSOLE_KEY_SETTINGS if (key := env.optional(name)))
+    return ConsoleAccessSettings(keys=keys, easy_auth=env.boolean(EASY_AUTH_SETTING, False))
 
 
 class _Reader:

@@ -17,7 +17,10 @@ from shared.domain.archive import (
     ReplayClaim,
     SessionNotArchived,
     SummaryFilter,
+    status_with,
 )
+from shared.domain.audit import AuditEntry
+from shared.domain.confirmations import Confirmation, ConfirmationRefused, Selection
 from shared.domain.envelope import TaskMessage
 from shared.domain.idempotency import IdempotencyRecord
 from shared.domain.import_jobs import JobManifest, ManifestNotFound
@@ -25,7 +28,7 @@ from shared.domain.order_status import OrderRecord, StepOutcome
 from shared.domain.payments import Charge, PaymentDeclined, PaymentProviderUnavailable
 from shared.domain.products import Product
 from shared.domain.receipts import Receipt
-from shared.domain.replays import ReplayRequest, ReplayRequestNotFound
+from shared.domain.replays import BulkAction, ReplayRequest, ReplayRequestNotFound
 from shared.service_layer.ports import DeadLetter, Email, OutgoingMessage, Page
 
 
@@ -83,6 +86,9 @@ class InMemoryOrderNumbers:
 
     def find(self, job_id: str) -> str | None:
         return self.by_job.get(job_id)
+
+    def job_of(self, order_number: str) -> str | None:
+        return next((job for job, number in self.by_job.items() if number == order_number), None)
 
 
 class InMemoryProductCatalog:
@@ -250,7 +256,8 @@ class InMemoryDeadLetterArchive:
     def get_summary(self, session_id: str) -> FailedSession:
         if session_id not in self.summaries:
             raise SessionNotArchived(session_id)
-        return replace(self.summaries[session_id], claim=self.claims.get(session_id))
+        summary, claim = self.summaries[session_id], self.claims.get(session_id)
+        return replace(summary, claim=claim, status=status_with(summary.status, claim))
 
     def claim_replay(self, session_id: str, claim: ReplayClaim) -> ReplayClaim:
         with self._lock:
@@ -267,9 +274,9 @@ class InMemoryDeadLetterArchive:
             if (selected.queue is None or s.queue == selected.queue)
             and (selected.task is None or s.failed_task == selected.task)
             and (selected.reason is None or s.reason == selected.reason)
-            and (selected.status is None or s.status == selected.status)
             and (continuation is None or key >= continuation)
         ]
+        matching = [s for s in matching if selected.status in (None, s.status)]
         page = matching[:page_size]
         rest = matching[page_size:]
         return Page(page, rest[0].session_id if rest else None)
@@ -372,6 +379,10 @@ class InMemoryOrderProgress:
         steps = self.steps.get(job_id, {})
         return OrderRecord(job_id, session_id, at, tuple(steps[n] for n in sorted(steps)))
 
+    def records(self, *, up_to: int) -> list[OrderRecord]:
+        jobs = sorted({*self.accepted, *self.steps})[:up_to]
+        return [record for job in jobs if (record := self.get(job)) is not None]
+
 
 # -- product imports --------------------------------------------------------------------------
 
@@ -387,10 +398,10 @@ class InMemoryImportProgress:
     ) -> None:
         self.rows[(job_id, session_id, step)] = (status, reason)
 
-    def counts(self, job_id: str) -> dict[str, int]:
+    def counts(self, job_id: str, *, session_id: str | None = None) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for (job, _, _), (status, _) in self.rows.items():
-            if job == job_id:
+        for (job, session, _), (status, _) in self.rows.items():
+            if job == job_id and session_id in (None, session):
                 counts[status] = counts.get(status, 0) + 1
         return counts
 
@@ -406,3 +417,58 @@ class InMemoryImportManifests:
         if job_id not in self.manifests:
             raise ManifestNotFound(job_id)
         return self.manifests[job_id]
+
+    def list_manifests(self, *, up_to: int) -> list[JobManifest]:
+        return list(self.manifests.values())[:up_to]
+
+
+class InMemoryAuditTrail:
+    """An entry with a key is kept once per (session, action, key), as the table keeps it."""
+
+    def __init__(self) -> None:
+        self.entries: list[AuditEntry] = []
+
+    def record(self, entry: AuditEntry) -> None:
+        if entry.key and any(
+            (e.session_id, e.action, e.key) == (entry.session_id, entry.action, entry.key)
+            for e in self.entries
+        ):
+            return
+        self.entries.append(entry)
+
+    def history(self, session_id: str) -> list[AuditEntry]:
+        return sorted((e for e in self.entries if e.session_id == session_id), key=lambda e: e.at)
+
+
+class InMemoryConfirmations:
+    """Tokens redeemed once, under a lock (the table redeems under the row's ETag)."""
+
+    def __init__(self) -> None:
+        self.issued: dict[str, Confirmation] = {}
+        self.redeemed: set[str] = set()
+        self._lock = threading.Lock()
+        self._tokens = itertools.count(1)
+
+    def issue(
+        self, action: BulkAction, selection: Selection, sessions: int, digest: str, expires_at: str
+    ) -> Confirmation:
+        token = f"token-{next(self._tokens)}"
+        self.issued[token] = Confirmation(token, action, selection, sessions, digest, expires_at)
+        return self.issued[token]
+
+    def redeem(self, token: str) -> Confirmation:
+        with self._lock:
+            if token not in self.issued or token in self.redeemed:
+                raise ConfirmationRefused("This confirmation is unknown or was used already.")
+            self.redeemed.add(token)
+            return self.issued[token]
+
+
+class InMemoryDeadLetterCounter:
+    """DeadLetterCounter over fixed counts per queue."""
+
+    def __init__(self, counts: dict[str, int] | None = None) -> None:
+        self.counts = dict(counts or {})
+
+    def waiting(self, queue: str, *, up_to: int) -> int:
+        return min(self.counts.get(queue, 0), up_to)

@@ -25,6 +25,8 @@ from ..config import (
     ServiceBusConnectionSettings,
     StorageConnectionSettings,
 )
+from .table_audit import AUDIT_TABLE
+from .table_confirmations import CONFIRMATIONS_TABLE
 from .table_import_manifests import IMPORT_JOBS_TABLE
 
 PRODUCTS_TABLE = "products"
@@ -51,6 +53,8 @@ APP_TABLES = (
     IMPORT_JOBS_TABLE,
     IDEMPOTENCY_TABLE,
     ORDER_PROGRESS_TABLE,
+    AUDIT_TABLE,
+    CONFIRMATIONS_TABLE,
 )
 APP_CONTAINERS = (RECEIPTS_CONTAINER, DEAD_LETTER_BODIES_CONTAINER)
 

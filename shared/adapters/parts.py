@@ -21,10 +21,13 @@ if TYPE_CHECKING:
         ServiceBusSessionSeeder,
     )
     from .servicebus_sender import SenderPool, ServiceBusTaskSender
+    from .servicebus_waiting import ServiceBusDeadLetterCounter
     from .simulated_payments import TableSimulatedPaymentGateway
     from .smtp_email import SmtpEmailSender
     from .storage_replay_queue import StorageQueueReplayQueue
     from .table_archive import TableDeadLetterArchive
+    from .table_audit import TableAuditTrail
+    from .table_confirmations import TableConfirmations
     from .table_idempotency import TableIdempotencyRecords
     from .table_import_manifests import TableManifestStore
     from .table_import_progress import TableImportProgress
@@ -204,3 +207,24 @@ def replay_queue(queues: QueueServiceClient, name: str) -> StorageQueueReplayQue
     from .storage_replay_queue import StorageQueueReplayQueue, replay_queue_client
 
     return StorageQueueReplayQueue(replay_queue_client(queues.get_queue_client(name)))
+
+
+# -- the operator console ------------------------------------------------------------------------
+
+
+def audit_trail(tables: TableServiceClient) -> TableAuditTrail:
+    from .table_audit import AUDIT_TABLE, TableAuditTrail
+
+    return TableAuditTrail(tables.get_table_client(AUDIT_TABLE))
+
+
+def confirmations(tables: TableServiceClient) -> TableConfirmations:
+    from .table_confirmations import CONFIRMATIONS_TABLE, TableConfirmations
+
+    return TableConfirmations(tables.get_table_client(CONFIRMATIONS_TABLE))
+
+
+def dead_letter_counter(client: ServiceBusClient) -> ServiceBusDeadLetterCounter:
+    from .servicebus_waiting import ServiceBusDeadLetterCounter
+
+    return ServiceBusDeadLetterCounter(client)

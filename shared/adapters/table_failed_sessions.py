@@ -15,11 +15,16 @@ from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError
 from azure.data.tables import TableClient, TableEntity, UpdateMode
 
 from ..domain.archive import (
+    FAILED,
+    REPLAY,
+    RESOLVE,
+    RESOLVED,
     FailedSession,
     FailureRecord,
     ReplayClaim,
     SessionNotArchived,
     SummaryFilter,
+    status_with,
 )
 from ..domain.errors import Conflict
 from ..service_layer.ports import Page
@@ -112,14 +117,18 @@ class TableFailedSessions:
             if held is not None:
                 return held
             try:
+                columns = {
+                    "PartitionKey": table_key(session_id),
+                    "RowKey": SUMMARY_ROW,
+                    "claim_key": claim.key,
+                    "claim_session_id": claim.new_session_id,
+                    "claimed_at": claim.claimed_at,
+                    "claim_action": claim.action,
+                }
+                if claim.action == RESOLVE:  # out of the failed list at once
+                    columns["status"] = RESOLVED
                 self._sessions.update_entity(
-                    {
-                        "PartitionKey": table_key(session_id),
-                        "RowKey": SUMMARY_ROW,
-                        "claim_key": claim.key,
-                        "claim_session_id": claim.new_session_id,
-                        "claimed_at": claim.claimed_at,
-                    },
+                    columns,
                     mode=UpdateMode.MERGE,
                     etag=entity.metadata["etag"],
                     match_condition=MatchConditions.IfNotModified,
@@ -138,11 +147,18 @@ class TableFailedSessions:
     ) -> Page[FailedSession]:
         clauses = ["RowKey eq @row", "status ne ''"]
         parameters: dict[str, Any] = {"row": SUMMARY_ROW}
-        for name, column in (*_FILTER_COLUMNS, ("status", "status")):
+        for name, column in _FILTER_COLUMNS:
             value = getattr(selected, name)
             if value is not None:
                 clauses.append(f"{column} eq @{column}")
                 parameters[column] = value
+        if selected.status == RESOLVED:
+            # The claim says so even where an archive run rewrote the status column since.
+            clauses.append("claim_action eq @action")
+            parameters["action"] = RESOLVE
+        elif selected.status is not None:
+            clauses.append("status eq @status")
+            parameters["status"] = selected.status
         pages: Any = self._sessions.query_entities(
             " and ".join(clauses), parameters=parameters, results_per_page=page_size
         ).by_page(continuation_token=decode_token(continuation))  # type: ignore[arg-type]
@@ -150,6 +166,9 @@ class TableFailedSessions:
             items = [_summary(entity) for entity in next(pages)]
         except StopIteration:
             items = []
+        # A page may come out short: a session resolved while an archive run rewrote its
+        # status column is resolved, not failed.
+        items = [s for s in items if selected.status in (None, s.status)]
         return Page(items, encode_token(pages.continuation_token))
 
     def _summary_entity(self, session_id: str) -> TableEntity | None:
@@ -165,6 +184,7 @@ def _claim_of(entity: dict[str, Any]) -> ReplayClaim | None:
             key=entity["claim_key"],
             new_session_id=entity.get("claim_session_id") or "",
             claimed_at=entity.get("claimed_at") or "",
+            action=RESOLVE if entity.get("claim_action") == RESOLVE else REPLAY,
         )
     if entity.get("status") == "replayed" and entity.get("replay_key"):
         # Replayed before claims were recorded: that replay holds the session.
@@ -188,7 +208,7 @@ def _summary(entity: dict[str, Any]) -> FailedSession:
         message_count=entity.get("message_count") or 0,
         has_last=bool(entity.get("has_last")),
         context=json.loads(entity.get("context") or "{}"),
-        status=entity.get("status") or "failed",
+        status=status_with(entity.get("status") or FAILED, _claim_of(entity)),
         replayed_session_id=entity.get("replayed_session_id"),
         replay_key=entity.get("replay_key"),
         replayed_at=entity.get("replayed_at"),

@@ -9,6 +9,7 @@ job keeps one manifest. The job's sessions are kept as JSON, spread over ``sessi
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -45,6 +46,13 @@ class TableManifestStore:
         except ResourceNotFoundError as error:
             raise ManifestNotFound(job_id) from error
         return manifest_of(entity)
+
+    @translated(TABLE_STORAGE)
+    def list_manifests(self, *, up_to: int) -> list[JobManifest]:
+        entities = self._table.query_entities(
+            "RowKey eq @row", parameters={"row": _ROW_KEY}, results_per_page=min(up_to, 1000)
+        )
+        return [manifest_of(entity) for entity in itertools.islice(entities, up_to)]
 
 
 def manifest_entity(manifest: JobManifest) -> dict[str, Any]:

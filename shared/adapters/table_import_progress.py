@@ -36,8 +36,10 @@ class TableImportProgress:
         self._table.upsert_entity(entity, mode=UpdateMode.REPLACE)
 
     @translated(TABLE_STORAGE)
-    def counts(self, job_id: str) -> dict[str, int]:
-        entities = self._table.query_entities(
-            "PartitionKey eq @pk", parameters={"pk": table_key(job_id)}, select=["status"]
-        )
+    def counts(self, job_id: str, *, session_id: str | None = None) -> dict[str, int]:
+        query, parameters = "PartitionKey eq @pk", {"pk": table_key(job_id)}
+        if session_id is not None:
+            query += " and session_id eq @session"
+            parameters["session"] = session_id
+        entities = self._table.query_entities(query, parameters=parameters, select=["status"])
         return dict(Counter(entity["status"] for entity in entities))

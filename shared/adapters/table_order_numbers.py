@@ -74,6 +74,15 @@ class TableOrderNumbers:
         allocation, _ = self._read(table_key(job_id))
         return str(allocation["OrderNumber"]) if allocation is not None else None
 
+    @translated(TABLE_STORAGE)
+    def job_of(self, order_number: str) -> str | None:
+        allocations = self._table.query_entities(
+            "PartitionKey eq @pk and OrderNumber eq @number",
+            parameters={"pk": _PARTITION, "number": order_number},
+            select=["JobId"],
+        )
+        return next((str(entity["JobId"]) for entity in allocations), None)
+
     def _counter_operation(self, counter: TableEntity | None, number: int) -> Any:
         entity = {"PartitionKey": _PARTITION, "RowKey": _COUNTER, "Last": number}
         if counter is None:

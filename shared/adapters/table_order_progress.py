@@ -4,13 +4,15 @@ the latest outcome of each step, which a redelivery or a replay of the step over
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 from typing import Any
 
 from azure.data.tables import TableClient, UpdateMode
 
 from ..domain.order_status import OrderRecord, StepOutcome
 from .azure_errors import TABLE_STORAGE, translated
-from .table_keys import table_key
+from .table_keys import table_key, value_of_table_key
 
 _ACCEPTED = "accepted"
 _STEP = "step-"
@@ -57,22 +59,43 @@ class TableOrderProgress:
         )
         if not entities:
             return None
-        accepted = next((e for e in entities if e["RowKey"] == _ACCEPTED), None)
-        steps = tuple(
-            StepOutcome(
-                step=int(e["step"]),
-                task=e["task"],
-                status=e["status"],
-                reason=e.get("reason"),
-                session_id=e.get("session_id", ""),
-                at=e.get("at", ""),
-            )
-            for e in sorted(entities, key=lambda e: str(e["RowKey"]))
-            if str(e["RowKey"]).startswith(_STEP)
+        return _record(job_id, entities)
+
+    @translated(TABLE_STORAGE)
+    def records(self, *, up_to: int) -> list[OrderRecord]:
+        """One scan of the table: its rows come grouped by partition, one partition an order."""
+        records: list[OrderRecord] = []
+        for _, group in itertools.groupby(
+            self._table.list_entities(), key=lambda e: str(e["PartitionKey"])
+        ):
+            if len(records) >= up_to:
+                break
+            entities = list(group)
+            job_id = next((e["job_id"] for e in entities if e.get("job_id")), None)
+            if job_id is None:  # steps recorded, the acceptance not: the key holds the id
+                with contextlib.suppress(ValueError):  # a digest key holds none
+                    job_id = value_of_table_key(str(entities[0]["PartitionKey"]))
+            records.append(_record(job_id or "", entities))
+        return records
+
+
+def _record(job_id: str, entities: list[Any]) -> OrderRecord:
+    accepted = next((e for e in entities if e["RowKey"] == _ACCEPTED), None)
+    steps = tuple(
+        StepOutcome(
+            step=int(e["step"]),
+            task=e["task"],
+            status=e["status"],
+            reason=e.get("reason"),
+            session_id=e.get("session_id", ""),
+            at=e.get("at", ""),
         )
-        return OrderRecord(
-            job_id=job_id,
-            session_id=accepted.get("session_id") if accepted else None,
-            accepted_at=accepted.get("at") if accepted else None,
-            steps=steps,
-        )
+        for e in sorted(entities, key=lambda e: str(e["RowKey"]))
+        if str(e["RowKey"]).startswith(_STEP)
+    )
+    return OrderRecord(
+        job_id=job_id,
+        session_id=accepted.get("session_id") if accepted else None,
+        accepted_at=accepted.get("at") if accepted else None,
+        steps=steps,
+    )

@@ -39,6 +39,9 @@ class TableReplayRequests:
                 "updated_at": request.updated_at,
                 "taken": request.taken,
                 "taken_sessions": json.dumps(list(request.taken_sessions)),
+                "action": request.action,
+                "who": request.who,
+                "note": request.note,
             },
             mode=UpdateMode.REPLACE,
         )
@@ -64,4 +67,7 @@ class TableReplayRequests:
             updated_at=entity.get("updated_at", ""),
             taken=entity.get("taken", 0),
             taken_sessions=tuple(json.loads(entity.get("taken_sessions") or "[]")),
+            action="resolve" if entity.get("action") == "resolve" else "replay",
+            who=entity.get("who") or "",
+            note=entity.get("note") or "",
         )

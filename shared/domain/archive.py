@@ -17,6 +17,10 @@ from .reasons import SESSION_FAILED
 
 FAILED: Literal["failed"] = "failed"
 REPLAYED: Literal["replayed"] = "replayed"
+RESOLVED: Literal["resolved"] = "resolved"  # by an operator, without a replay
+Status = Literal["failed", "replayed", "resolved"]
+REPLAY: Literal["replay"] = "replay"
+RESOLVE: Literal["resolve"] = "resolve"
 
 # Fixed namespace: the same (session, idempotency key) always yields the same new session id.
 _REPLAY_NAMESPACE = uuid.UUID("0b8a4f1e-34c5-4f8e-bb1c-9c6c1d6f7e21")
@@ -126,12 +130,24 @@ class FailureRecord:
 
 @dataclass(frozen=True)
 class ReplayClaim:
-    """The one replay a failed session gets: the first request to claim the session's summary
-    (under its idempotency key) replays it, as ``new_session_id``; every other key is refused."""
+    """The one action a failed session gets: the first request to claim the session's summary
+    (under its idempotency key) either replays it, as ``new_session_id``, or resolves it
+    without a replay (``action`` "resolve", no new session); every other request is refused."""
 
     key: str
-    new_session_id: str
+    new_session_id: str  # "" for a resolution
     claimed_at: str
+    action: Literal["replay", "resolve"] = REPLAY
+
+    def holds(self, key: str, action: str) -> bool:
+        """Whether this claim is the one a request with ``key`` for ``action`` made."""
+        return self.key == key and self.action == action
+
+
+def status_with(status: Status, claim: ReplayClaim | None) -> Status:
+    """A session whose claim is a resolution is resolved, whatever its rows say (an archive
+    run may still be adding the rest of its dead letters)."""
+    return RESOLVED if claim is not None and claim.action == RESOLVE else status
 
 
 @dataclass(frozen=True)
@@ -141,7 +157,7 @@ class SummaryFilter:
     queue: str | None = None
     task: str | None = None
     reason: str | None = None
-    status: str | None = None  # "failed", "replayed", or None for both
+    status: str | None = None  # "failed", "replayed", "resolved", or None for any
 
 
 @dataclass(frozen=True)
@@ -158,7 +174,7 @@ class FailedSession:
     message_count: int
     has_last: bool
     context: Mapping[str, Any]
-    status: Literal["failed", "replayed"] = FAILED
+    status: Status = FAILED
     replayed_session_id: str | None = None
     replay_key: str | None = None
     replayed_at: str | None = None
@@ -213,6 +229,32 @@ class ReplayIncomplete(Conflict):
             "next archive run, or replay with force=true to send what is there."
         )
         self.session_id = session_id
+
+
+def claimed_elsewhere(session_id: str, claim: ReplayClaim) -> Conflict:
+    """The refusal of a request that found ``claim`` holding the session."""
+    if claim.action == RESOLVE:
+        return AlreadyResolved(session_id, claim)
+    return AlreadyReplayed(session_id, claim)
+
+
+class AlreadyResolved(Conflict):
+    """An operator resolved the session without a replay: it is never replayed."""
+
+    title = "The session was resolved"
+
+    def __init__(self, session_id: str, claim: ReplayClaim) -> None:
+        super().__init__(
+            f"Session {session_id!r} was resolved without a replay at {claim.claimed_at} "
+            f"({claim.key!r}): it is not replayed, nor resolved again. Its history says who "
+            "resolved it and why."
+        )
+        self.session_id = session_id
+        self.claim = claim
+
+    @property
+    def members(self) -> Mapping[str, Any]:
+        return {"resolution": {"idempotency_key": self.claim.key, "at": self.claim.claimed_at}}
 
 
 class AlreadyReplayed(Conflict):

@@ -9,6 +9,7 @@ from typing import Literal
 
 from .archive import FailureRecord, ReplayClaim
 from .errors import NotFound
+from .history import ReplayOutcome
 from .reasons import SESSION_FAILED
 
 COMPLETED: Literal["completed"] = "completed"
@@ -49,6 +50,9 @@ class OrderStatus:
     description: str | None = None
     session_id: str | None = None
     replayed_as: str | None = None  # the session a replay continues the order in
+    # The failed session's replays, each with its outcome (a replay that failed again was
+    # replayed in turn): filled in by the service, which reads them.
+    replays: tuple[ReplayOutcome, ...] = ()
 
 
 class OrderNotFound(NotFound):

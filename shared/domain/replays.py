@@ -8,6 +8,8 @@ from typing import Literal
 from .archive import SummaryFilter
 from .errors import NotFound
 
+BulkAction = Literal["replay", "resolve"]
+
 
 class ReplayRequestNotFound(NotFound):
     title = "Unknown replay request"
@@ -19,9 +21,12 @@ class ReplayRequestNotFound(NotFound):
 
 @dataclass(frozen=True)
 class ReplayRequest:
-    """``sent``: sessions this request replayed; ``taken``: sessions another replay had
-    claimed first (``taken_sessions`` names the first of them and the replay that holds each);
-    ``failed``: sessions that could not be replayed (``errors`` says why)."""
+    """A bulk action on the failed sessions a filter chooses: replay them (``action``
+    "replay") or resolve them without a replay ("resolve"). ``sent``: sessions this request
+    replayed or resolved; ``taken``: sessions another replay or resolution had claimed first
+    (``taken_sessions`` names the first of them and the claim that holds each); ``failed``:
+    sessions that could not be replayed (``errors`` says why). ``who`` and ``note`` go to each
+    session's audit trail (empty for a request of the API's ``POST /api/replays``)."""
 
     request_id: str
     queue: str | None
@@ -37,6 +42,9 @@ class ReplayRequest:
     updated_at: str = ""
     taken: int = 0
     taken_sessions: tuple[dict[str, str], ...] = field(default_factory=tuple)
+    action: BulkAction = "replay"
+    who: str = ""
+    note: str = ""
 
     def selects(self, status: str) -> SummaryFilter:
         """The failed sessions this request chooses, with ``status``."""

@@ -10,7 +10,7 @@ from ..bootstrap import container
 from ..domain.archive import SummaryFilter
 from ..service_layer import failed_sessions as sessions
 from ..service_layer.replay import replay_session
-from .http import endpoint, json_response
+from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import (
     MAX_TOKEN_LENGTH,
     check_body_size,
@@ -29,7 +29,7 @@ STATUSES = ("failed", "replayed", "any")
 MAX_REPLAY_BODY_BYTES = 4096  # the route reads no body; a client may send an empty object
 
 
-@bp.route(route="failed-sessions", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route=api_route("failed-sessions"), methods=["GET"], auth_level=FUNCTION_KEY)
 @endpoint
 def list_failed_sessions(req: func.HttpRequest) -> func.HttpResponse:
     """Failed sessions, filtered by queue, task, reason and status ("failed" by default,
@@ -54,7 +54,7 @@ def list_failed_sessions(req: func.HttpRequest) -> func.HttpResponse:
     )
 
 
-@bp.route(route="failed-session-groups", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route=api_route("failed-session-groups"), methods=["GET"], auth_level=FUNCTION_KEY)
 @endpoint
 def failed_session_groups(req: func.HttpRequest) -> func.HttpResponse:
     """Counts of failed sessions by (queue, failed task, reason), largest first."""
@@ -64,7 +64,11 @@ def failed_session_groups(req: func.HttpRequest) -> func.HttpResponse:
     return json_response(200, {"groups": [asdict(group) for group in groups]})
 
 
-@bp.route(route="failed-sessions/{session_id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(
+    route=api_route("failed-sessions/{session_id}"),
+    methods=["GET"],
+    auth_level=FUNCTION_KEY,
+)
 @endpoint
 def get_failed_session(req: func.HttpRequest) -> func.HttpResponse:
     """One failed session and its archived messages in send order; 404 when none are archived."""
@@ -73,9 +77,9 @@ def get_failed_session(req: func.HttpRequest) -> func.HttpResponse:
 
 
 @bp.route(
-    route="failed-sessions/{session_id}/replay",
+    route=api_route("failed-sessions/{session_id}/replay"),
     methods=["POST"],
-    auth_level=func.AuthLevel.FUNCTION,
+    auth_level=FUNCTION_KEY,
 )
 @endpoint
 def replay_failed_session(req: func.HttpRequest) -> func.HttpResponse:

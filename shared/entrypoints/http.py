@@ -15,6 +15,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import azure.functions as func
 
@@ -31,6 +32,10 @@ from ..telemetry.operations import request_span
 
 logger = logging.getLogger(__name__)
 
+# host.json sets no route prefix (extensions.http.routePrefix ""): the API's routes carry this
+# one themselves, so the console can live at /console beside it.
+API_PREFIX = "api"
+FUNCTION_KEY = func.AuthLevel.FUNCTION  # every API route takes a function key
 PROBLEM_JSON = "application/problem+json"
 RETRY_AFTER_SECONDS = 30  # a backing service out of reach
 RETRY_CONFLICT_AFTER_SECONDS = 5  # a request in flight, a session lock held elsewhere
@@ -80,34 +85,62 @@ def problem(
     )
 
 
-def error_response(error: PipelineError) -> func.HttpResponse:
-    """The problem document of one of the app's errors."""
-    status = next((code for kind, code in _STATUSES if isinstance(error, kind)), 500)
-    members: dict[str, Any] = dict(error.members)
-    detail = str(error)
+def status_of(error: PipelineError) -> int:
+    """The HTTP status of one of the app's errors (500 for a kind this module does not map)."""
+    return next((code for kind, code in _STATUSES if isinstance(error, kind)), 500)
+
+
+def detail_of(error: PipelineError) -> str:
+    """What a caller is told to do about the error."""
     if isinstance(error, InvalidInput):
-        detail = f"{error.field} {error.problem}"
-        members["errors"] = [{"field": error.field, "problem": error.problem}]
-    headers: dict[str, str] = {}
+        return f"{error.field} {error.problem}"
     if isinstance(error, ServiceUnavailable):
-        detail = (
+        return (
             f"{error} Retry in {RETRY_AFTER_SECONDS} seconds, with the same Idempotency-Key "
             "where the request has one: nothing was done that the retry would do twice."
         )
-        headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    elif error.retryable:
-        headers["Retry-After"] = str(RETRY_CONFLICT_AFTER_SECONDS)
-    return problem(status, error.title, detail, headers=headers, **members)
+    return str(error)
+
+
+def retry_after(error: PipelineError) -> dict[str, str]:
+    """The ``Retry-After`` header of a retryable error, else none."""
+    if isinstance(error, ServiceUnavailable):
+        return {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    if error.retryable:
+        return {"Retry-After": str(RETRY_CONFLICT_AFTER_SECONDS)}
+    return {}
+
+
+def error_response(error: PipelineError) -> func.HttpResponse:
+    """The problem document of one of the app's errors."""
+    members: dict[str, Any] = dict(error.members)
+    if isinstance(error, InvalidInput):
+        members["errors"] = [{"field": error.field, "problem": error.problem}]
+    return problem(
+        status_of(error), error.title, detail_of(error), headers=retry_after(error), **members
+    )
 
 
 def endpoint(function: HttpFunction) -> HttpFunction:
     """Map the app's errors raised by ``function`` to problem documents (see the module). The
-    request is a span that continues the caller's trace (its ``traceparent`` header)."""
+    request is a span (``traced``)."""
+
+    @traced
+    @functools.wraps(function)
+    def wrapper(req: func.HttpRequest) -> func.HttpResponse:
+        return _answer(function, req)
+
+    return wrapper
+
+
+def traced(function: HttpFunction) -> HttpFunction:
+    """Make each request to ``function`` a span, ``"<METHOD> <route template>"``, that
+    continues the caller's trace (its ``traceparent`` header)."""
 
     @functools.wraps(function)
     def wrapper(req: func.HttpRequest) -> func.HttpResponse:
         with request_span(req.method, route_template(req), req.headers) as note:
-            response = _answer(function, req)
+            response = function(req)
             note(**{"http.response.status_code": response.status_code})
         return response
 
@@ -132,13 +165,22 @@ def _answer(function: HttpFunction, req: func.HttpRequest) -> func.HttpResponse:
 
 
 def route_template(req: func.HttpRequest) -> str:
-    """The route a request matched, its values put back as ``{name}``: ``orders/{job_id}``."""
-    path = req.url.split("/api/", 1)[-1].split("?", 1)[0]
+    """The path a request matched, its route values put back as ``{name}``:
+    ``/api/orders/{job_id}``, ``/console/sessions/{session_id}``."""
+    path = urlsplit(req.url).path
     names = {value: name for name, value in req.route_params.items() if value}
-    return "/".join(f"{{{names[part]}}}" if part in names else part for part in path.split("/"))
+    return "/".join(
+        f"{{{names[unquote(part)]}}}" if unquote(part) in names else part
+        for part in path.split("/")
+    )
+
+
+def api_route(route: str) -> str:
+    """The route of an API function: ``api/<route>``."""
+    return f"{API_PREFIX}/{route}"
 
 
 def url_for(req: func.HttpRequest, path: str) -> str:
     """The absolute URL of ``/api/<path>`` on the host that received ``req``."""
-    base = req.url.split("/api/", 1)[0]
-    return f"{base}/api/{path}"
+    base = req.url.split(f"/{API_PREFIX}/", 1)[0]
+    return f"{base}/{api_route(path)}"

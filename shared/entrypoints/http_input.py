@@ -16,6 +16,7 @@ from typing import Any
 
 import azure.functions as func
 
+from ..domain.audit import key_holder
 from ..domain.errors import InvalidInput, TooLarge
 from ..domain.idempotency import HEADER, idempotency_key
 from ..domain.json_documents import check_text, parse_json_object
@@ -87,6 +88,13 @@ def required_header_key(req: func.HttpRequest) -> str:
     if key is None:  # idempotency_key raised already; this keeps the type exact
         raise InvalidInput(HEADER, "is required")
     return key
+
+
+def caller(req: func.HttpRequest) -> str:
+    """Who sent an API request, for the audit trail: the function key it carried, named by a
+    digest (``key_holder``), never written down."""
+    key = req.headers.get("x-functions-key") or req.params.get("code") or ""
+    return key_holder(key) if key else "the API"
 
 
 def json_body(req: func.HttpRequest, *, max_bytes: int, example: str) -> dict[str, Any]:

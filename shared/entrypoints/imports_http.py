@@ -8,13 +8,13 @@ import azure.functions as func
 
 from ..bootstrap import container
 from ..service_layer.imports import get_import_status
-from .http import endpoint, json_response
+from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import route_value
 
 bp = func.Blueprint()
 
 
-@bp.route(route="imports/{job_id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route=api_route("imports/{job_id}"), methods=["GET"], auth_level=FUNCTION_KEY)
 @endpoint
 def get_import(req: func.HttpRequest) -> func.HttpResponse:
     """Rows read, rejected and sent (the Spark job's manifest) and rows imported, failed and

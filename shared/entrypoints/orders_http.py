@@ -8,8 +8,8 @@ import logging
 import azure.functions as func
 
 from ..bootstrap import container
-from ..service_layer.orders import get_order_status, submit_order
-from .http import endpoint, json_response
+from ..service_layer.orders import submit_order
+from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import header_key, json_body, route_value
 from .views import order_status_view, order_url, order_view
 
@@ -21,7 +21,7 @@ MAX_BODY_BYTES = 256 * 1024  # Service Bus standard tier's message size limit
 EXAMPLE = '{"customer_email": "...", "card_token": "...", "lines": [...]}'
 
 
-@bp.route(route="orders", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route=api_route("orders"), methods=["POST"], auth_level=FUNCTION_KEY)
 @endpoint
 def submit_order_http(req: func.HttpRequest) -> func.HttpResponse:
     """202 once the order's tasks are enqueued, with a Location to follow the order. With an
@@ -44,17 +44,22 @@ def submit_order_http(req: func.HttpRequest) -> func.HttpResponse:
     )
 
 
-@bp.route(route="orders/{job_id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route=api_route("orders/{job_id}"), methods=["GET"], auth_level=FUNCTION_KEY)
 @endpoint
 def get_order(req: func.HttpRequest) -> func.HttpResponse:
     """Where the order stands: accepted, running (the next step), completed (order number and
-    total), failed (the task and why) or replayed (as which session); 404 unknown."""
-    c = container()
-    status = get_order_status(
-        route_value(req, "job_id"),
-        progress=c.order_progress,
-        order_numbers=c.order_numbers,
-        payments=c.payments,
-        archive=c.archive,
-    )
+    total), failed (the task and why) or replayed (as which session), and the replays of its
+    failed session with their outcomes (one that failed again is flagged); 404 unknown."""
+    status = container().order_lookup.status(route_value(req, "job_id"))
     return json_response(200, order_status_view(status))
+
+
+@bp.route(route=api_route("order-numbers/{order_number}"), methods=["GET"], auth_level=FUNCTION_KEY)
+@endpoint
+def get_order_by_number(req: func.HttpRequest) -> func.HttpResponse:
+    """The order an order number was given to (a job id is found too), as GET
+    /api/orders/{job_id} tells it, that URL in Content-Location; 404 when no order has it."""
+    status = container().order_lookup.find(route_value(req, "order_number"))
+    return json_response(
+        200, order_status_view(status), headers={"Content-Location": order_url(req, status.job_id)}
+    )

@@ -18,7 +18,7 @@ from ..service_layer.bulk_replay import (
     request_bulk_replay,
     run_bulk_replay,
 )
-from .http import endpoint, json_response
+from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import MAX_FILTER_LENGTH, json_body, route_value
 from .views import replay_request_url, request_view
 
@@ -30,7 +30,7 @@ MAX_BODY_BYTES = 4096
 EXAMPLE = '{"task": "ProcessPayment", "reason": "PaymentProviderUnavailable"}'
 
 
-@bp.route(route="replays", methods=["POST"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route=api_route("replays"), methods=["POST"], auth_level=FUNCTION_KEY)
 @endpoint
 def request_replay(req: func.HttpRequest) -> func.HttpResponse:
     """Replay every failed session that failed at a task and/or with a reason, in the
@@ -53,20 +53,26 @@ def request_replay(req: func.HttpRequest) -> func.HttpResponse:
     )
 
 
-@bp.route(route="replays/{request_id}", methods=["GET"], auth_level=func.AuthLevel.FUNCTION)
+@bp.route(route=api_route("replays/{request_id}"), methods=["GET"], auth_level=FUNCTION_KEY)
 @endpoint
 def get_replay(req: func.HttpRequest) -> func.HttpResponse:
-    """Progress of a bulk replay: status, sessions found, sent, taken by another replay and
-    failed (with the first errors); ``failure`` says why when it ended in the poison queue."""
-    request_id = route_value(req, "request_id")
-    try:
-        # Request ids are UUIDs; anything else ('#', '?', ...) is no key the table could hold.
-        uuid.UUID(request_id)
-    except ValueError:
-        raise ReplayRequestNotFound(request_id) from None
+    """Progress of a bulk replay (or resolution): status, sessions found, sent (resolved),
+    taken by another replay or resolution, and failed (with the first errors); ``failure``
+    says why when it ended in the poison queue."""
+    request_id = request_id_of(route_value(req, "request_id"))
     return json_response(
         200, request_view(get_bulk_replay(container().replay_requests, request_id))
     )
+
+
+def request_id_of(value: str) -> str:
+    """Request ids are UUIDs; anything else ('#', '?', ...) is no key the table could hold,
+    so no request: raises ``ReplayRequestNotFound``."""
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        raise ReplayRequestNotFound(value) from None
+    return value
 
 
 @bp.queue_trigger(
@@ -84,7 +90,14 @@ def replay_requests(msg: func.QueueMessage) -> None:
         ) from error
     c = container()
     try:
-        run_bulk_replay(c.replay_requests, c.archive, c.resender, c.session_seeder, request_id)
+        run_bulk_replay(
+            c.replay_requests,
+            c.archive,
+            c.resender,
+            c.session_seeder,
+            request_id,
+            audit=c.audit_trail,
+        )
     except ReplayRequestNotFound:
         logger.error("Replay request %s does not exist; the message is dropped.", request_id)
     except Exception as error:

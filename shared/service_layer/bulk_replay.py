@@ -1,27 +1,32 @@
-"""Bulk replays: every failed session that failed the same way, replayed from a storage queue
-so no HTTP request waits on them. Each session is claimed as a single replay claims it, so
-concurrent bulk requests (and single replays) never replay a session twice: a session another
-replay claimed first is counted as taken, not sent."""
+"""Bulk replays: every failed session that failed the same way, replayed (or resolved without a
+replay) from a storage queue so no HTTP request waits on them. Each session is claimed as a
+single replay or resolution claims it, so concurrent bulk requests (and single actions) never
+act on a session twice: a session another request claimed first is counted as taken, not sent.
+Each session acted on gets an entry in its audit trail (who asked, and why)."""
 
 from __future__ import annotations
 
 import contextlib
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from ..domain.archive import (
     FAILED,
     REPLAYED,
+    RESOLVED,
     AlreadyReplayed,
+    AlreadyResolved,
     FailedSession,
     ReplayIncomplete,
     SessionNotArchived,
 )
+from ..domain.audit import AuditEntry
 from ..domain.errors import InvalidInput, SessionLocked
-from ..domain.replays import ReplayRequest
+from ..domain.replays import BulkAction, ReplayRequest
 from ..telemetry.operations import operation_span
+from .operator_ports import AuditTrail
 from .ports import (
     DeadLetterArchive,
     MessageResender,
@@ -30,6 +35,7 @@ from .ports import (
     SessionSeeder,
 )
 from .replay import replay_session
+from .resolve import resolve_session
 
 Clock = Callable[[], datetime]
 MAX_RECORDED_ERRORS = 50
@@ -46,6 +52,9 @@ def request_bulk_replay(
     queue_name: str | None = None,
     task: str | None = None,
     reason: str | None = None,
+    action: BulkAction = "replay",
+    who: str = "",
+    note: str = "",
     clock: Clock = _now,
 ) -> ReplayRequest:
     """Save the request (queued) and put it on the replay queue. A request that was saved but
@@ -60,6 +69,9 @@ def request_bulk_replay(
         reason=reason,
         created_at=at,
         updated_at=at,
+        action=action,
+        who=who,
+        note=note,
     )
     store.save(request)
     try:
@@ -84,6 +96,14 @@ def get_bulk_replay(store: ReplayRequestStore, request_id: str) -> ReplayRequest
     return store.get(request_id)
 
 
+@dataclass(frozen=True)
+class _Actors:
+    archive: DeadLetterArchive
+    resender: MessageResender
+    seeder: SessionSeeder
+    audit: AuditTrail
+
+
 def run_bulk_replay(
     store: ReplayRequestStore,
     archive: DeadLetterArchive,
@@ -91,17 +111,20 @@ def run_bulk_replay(
     seeder: SessionSeeder,
     request_id: str,
     *,
+    audit: AuditTrail,
     page_size: int = 100,
     clock: Clock = _now,
 ) -> ReplayRequest:
-    """Replay every failed session that matches; progress is saved after each page.
+    """Replay (or resolve) every failed session that matches; progress is saved after each
+    page.
 
     Running it again (a redelivered queue message) sends nothing twice, since each session is
     replayed under the key ``bulk:<request id>``, and reports what one run would have: it
     starts over from page 1, where the sessions this request replayed are no longer listed as
     failed, so it counts those afresh (``sent``) and recounts the rest instead of adding to
     the totals the earlier run saved. ``taken`` counts the sessions of the pages it read that
-    another replay had claimed."""
+    another request had claimed."""
+    actors = _Actors(archive, resender, seeder, audit)
     request = store.get(request_id)
     if request.status in ("completed", "failed"):
         return request
@@ -120,11 +143,14 @@ def run_bulk_replay(
         updated_at=clock().isoformat(),
     )
     store.save(request)
-    # One span for the run; each session's replay is a span in it, linked to that session.
-    with operation_span("bulk replay", attributes={"replay.request_id": request_id}) as note:
+    # One span for the run ("bulk replay" or "bulk resolve"); each session's replay is a span
+    # in it, linked to that session.
+    with operation_span(
+        f"bulk {request.action}", attributes={"replay.request_id": request_id}
+    ) as note:
         for items in _matching_pages(archive, request, FAILED, page_size):
             for summary in items:
-                request = _replay_one(archive, resender, seeder, request, summary, key, clock)
+                request = _act_on_one(actors, request, summary, key, clock)
             store.save(replace(request, updated_at=clock().isoformat()))
         note(**{"replay.sessions_sent": request.sent, "replay.sessions_failed": request.failed})
     request = replace(request, status="completed", updated_at=clock().isoformat())
@@ -132,29 +158,51 @@ def run_bulk_replay(
     return request
 
 
-def _replay_one(
-    archive: DeadLetterArchive,
-    resender: MessageResender,
-    seeder: SessionSeeder,
-    request: ReplayRequest,
-    summary: FailedSession,
-    key: str,
-    clock: Clock,
+def _act_on_one(
+    actors: _Actors, request: ReplayRequest, summary: FailedSession, key: str, clock: Clock
 ) -> ReplayRequest:
     found = request.found + 1
+    session_id = summary.session_id
+    who = request.who or f"bulk {request.action} {request.request_id}"
     try:
         # Counted even when nothing is sent now: an earlier run of this request sent it, then
         # died before the session's summary said so.
-        replay_session(archive, resender, seeder, summary.session_id, key, clock=clock)
-    except AlreadyReplayed as error:
+        if request.action == "resolve":
+            resolve_session(
+                actors.archive,
+                actors.audit,
+                session_id,
+                key,
+                who=who,
+                note=request.note or f"bulk resolve {request.request_id}",
+                action="bulk-resolve",
+                clock=clock,
+            )
+        else:
+            result = replay_session(
+                actors.archive, actors.resender, actors.seeder, session_id, key, clock=clock
+            )
+            actors.audit.record(
+                AuditEntry(
+                    session_id,
+                    "bulk-replay",
+                    who,
+                    clock().isoformat(),
+                    request.note,
+                    new_session_id=result.new_session_id,
+                    key=key,
+                )
+            )
+    except (AlreadyReplayed, AlreadyResolved) as error:
         taken = request.taken_sessions
         if len(taken) < MAX_RECORDED_ERRORS:
             taken = (
                 *taken,
                 {
-                    "session_id": summary.session_id,
+                    "session_id": session_id,
                     "new_session_id": error.claim.new_session_id,
                     "idempotency_key": error.claim.key,
+                    "action": error.claim.action,
                 },
             )
         return replace(request, found=found, taken=request.taken + 1, taken_sessions=taken)
@@ -169,7 +217,15 @@ def _replay_one(
 def _replayed_under(
     archive: DeadLetterArchive, request: ReplayRequest, key: str, page_size: int
 ) -> int:
-    """How many matching sessions an earlier run of the request replayed (whole)."""
+    """How many matching sessions an earlier run of the request replayed (whole) or
+    resolved."""
+    if request.action == "resolve":
+        return sum(
+            1
+            for items in _matching_pages(archive, request, RESOLVED, page_size)
+            for summary in items
+            if summary.claim is not None and summary.claim.key == key
+        )
     return sum(
         1
         for items in _matching_pages(archive, request, REPLAYED, page_size)

@@ -4,6 +4,7 @@ incident."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..domain.archive import ArchivedMessage, FailedSession, SummaryFilter
@@ -46,21 +47,24 @@ def group_failed_sessions(
 ) -> list[FailureGroup]:
     """Counts of sessions by (queue, failed task, reason), largest first: "42 sessions failed
     at ProcessPayment: PaymentProviderUnavailable"."""
-    counts: Counter[tuple[str, str | None, str]] = Counter()
-    continuation: str | None = None
-    while True:
-        page = archive.list_summaries(
-            SummaryFilter(queue=queue, status=status),
-            page_size=MAX_PAGE_SIZE,
-            continuation=continuation,
-        )
-        counts.update((s.queue, s.failed_task, s.reason) for s in page.items)
-        continuation = page.continuation
-        if not continuation:
-            break
+    counts: Counter[tuple[str, str | None, str]] = Counter(
+        (s.queue, s.failed_task, s.reason)
+        for s in every_session(archive, SummaryFilter(queue=queue, status=status))
+    )
     return [
         FailureGroup(queue, task, reason, n)
         for (queue, task, reason), n in sorted(
             counts.items(), key=lambda item: (-item[1], item[0][0], item[0][1] or "", item[0][2])
         )
     ]
+
+
+def every_session(archive: DeadLetterArchive, selected: SummaryFilter) -> Iterator[FailedSession]:
+    """Every session ``selected``, read a page at a time."""
+    continuation: str | None = None
+    while True:
+        page = archive.list_summaries(selected, page_size=MAX_PAGE_SIZE, continuation=continuation)
+        yield from page.items
+        continuation = page.continuation
+        if not continuation:
+            return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,8 +15,17 @@ from ..domain.order_status import OrderNotFound, OrderStatus, order_status
 from ..domain.orders import Order, parse_order
 from ..domain.payments import payment_idempotency_key
 from ..domain.pipelines import PURCHASE_TASKS, purchase_messages
+from .history import Progress, replay_chain
 from .idempotency import IdempotentRequests
-from .ports import DeadLetterArchive, OrderNumbers, OrderProgress, PaymentGateway, TaskSender
+from .operator_ports import AuditTrail
+from .ports import (
+    DeadLetterArchive,
+    ImportProgress,
+    OrderNumbers,
+    OrderProgress,
+    PaymentGateway,
+    TaskSender,
+)
 
 # Fixed namespace: the same Idempotency-Key always yields the same job id.
 _JOB_NAMESPACE = uuid.UUID("6f1c6f55-6a55-4f1e-9d55-3c3f0d5c2a11")
@@ -98,9 +107,11 @@ def get_order_status(
     order_numbers: OrderNumbers,
     payments: PaymentGateway,
     archive: DeadLetterArchive,
+    audit: AuditTrail,
+    imports: ImportProgress,
 ) -> OrderStatus:
-    """Where the order stands (``shared.domain.order_status``). Raises ``OrderNotFound`` when
-    nothing was recorded of it."""
+    """Where the order stands (``shared.domain.order_status``), with the replays of its failed
+    session and their outcomes. Raises ``OrderNotFound`` when nothing was recorded of it."""
     record = progress.get(job_id)
     if record is None:
         raise OrderNotFound(job_id)
@@ -110,7 +121,7 @@ def get_order_status(
     except SessionNotArchived:
         claim = None
     charge = payments.find(payment_idempotency_key(job_id))
-    return order_status(
+    status = order_status(
         record,
         PURCHASE_TASKS,
         order_number=order_numbers.find(job_id),
@@ -118,3 +129,41 @@ def get_order_status(
         failure=archive.get_record(session_id),
         claim=claim,
     )
+    if claim is None:
+        return status
+    chain = replay_chain(archive, audit, Progress(progress, imports), session_id)
+    return replace(status, replays=tuple(chain))
+
+
+@dataclass(frozen=True)
+class OrderLookup:
+    """Where orders stand, read from everything that records them."""
+
+    progress: OrderProgress
+    order_numbers: OrderNumbers
+    payments: PaymentGateway
+    archive: DeadLetterArchive
+    audit: AuditTrail
+    imports: ImportProgress
+
+    def status(self, job_id: str) -> OrderStatus:
+        """``get_order_status``. Raises ``OrderNotFound``."""
+        return get_order_status(
+            job_id,
+            progress=self.progress,
+            order_numbers=self.order_numbers,
+            payments=self.payments,
+            archive=self.archive,
+            audit=self.audit,
+            imports=self.imports,
+        )
+
+    def find(self, reference: str) -> OrderStatus:
+        """The order ``reference`` names: a job id, else an order number. Raises
+        ``OrderNotFound`` when it is neither."""
+        if self.progress.get(reference) is not None:
+            return self.status(reference)
+        job_id = self.order_numbers.job_of(reference)
+        if job_id is None:
+            raise OrderNotFound(reference)
+        return self.status(job_id)

@@ -56,6 +56,10 @@ class OrderNumbers(Protocol):
         """The job's order number, or None before one was allocated."""
         ...
 
+    def job_of(self, order_number: str) -> str | None:
+        """The job the order number was allocated to, or None."""
+        ...
+
 
 class ProductCatalog(Protocol):
     def find(self, skus: Sequence[str]) -> dict[str, Product]:
@@ -267,6 +271,10 @@ class OrderProgress(Protocol):
 
     def get(self, job_id: str) -> OrderRecord | None: ...
 
+    def records(self, *, up_to: int) -> list[OrderRecord]:
+        """The recorded orders, at most ``up_to`` of them (in no particular order)."""
+        ...
+
 
 class ImportProgress(Protocol):
     def record(
@@ -275,8 +283,8 @@ class ImportProgress(Protocol):
         """Upsert the outcome of one import row ("imported" or "failed")."""
         ...
 
-    def counts(self, job_id: str) -> dict[str, int]:
-        """How many rows of the job ended in each status; empty when none did yet."""
+    def counts(self, job_id: str, *, session_id: str | None = None) -> dict[str, int]:
+        """Rows of the job (or of one session of it) by final status; empty when none yet."""
         ...
 
 
@@ -284,4 +292,8 @@ class ImportManifests(Protocol):
     def get(self, job_id: str) -> JobManifest:
         """The manifest the Spark job saved once it sent the job's rows; raises
         ``ManifestNotFound`` before that (or for an unknown job)."""
+        ...
+
+    def list_manifests(self, *, up_to: int) -> list[JobManifest]:
+        """The saved manifests, at most ``up_to`` of them (in no particular order)."""
         ...

@@ -11,17 +11,19 @@ state (docs/dead-letters.md, "Import sessions")."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
 from ..domain.archive import (
+    REPLAY,
     REPLAYED,
     AlreadyReplayed,
     ArchivedMessage,
     ReplayClaim,
     ReplayIncomplete,
     SessionNotArchived,
+    claimed_elsewhere,
     pipeline_of,
     replay_session_id,
     summarize,
@@ -62,11 +64,14 @@ def replay_session(
     idempotency_key: str,
     *,
     force: bool = False,
+    bodies: Mapping[str, bytes] | None = None,
     requests: IdempotentRequests | None = None,
     clock: Clock = _now,
 ) -> ReplayResult:
     """Send the session's archived messages that are not replayed yet, in send order, under
     ``replay_session_id(session_id, idempotency_key)``; repeating it sends nothing twice.
+    ``bodies`` (row key -> body) replaces the bodies of edited messages in what is sent; the
+    archive keeps the originals.
 
     Before sending, the replay claims the session's summary under its key: the first key to
     claim it is the only one that ever sends; any other key is refused with ``AlreadyReplayed``
@@ -75,17 +80,24 @@ def replay_session(
     ``force``; an import session never is. Raises ``SessionNotArchived`` too.
 
     With ``requests``, the Idempotency-Key rules apply too: a repeat of a finished request
-    gets its result again (nothing is sent), the key with another ``force`` is refused
-    (``IdempotencyKeyReused``), a repeat while the first is in flight is refused
-    (``IdempotencyKeyInFlight``). Keys are per session: the same key may replay another."""
+    gets its result again (nothing is sent), the key with another ``force`` or other
+    ``bodies`` is refused (``IdempotencyKeyReused``), a repeat while the first is in flight is
+    refused (``IdempotencyKeyInFlight``). Keys are per session: the same key may replay another."""
 
     def replay() -> ReplayResult:
-        return _replay(archive, resender, seeder, session_id, idempotency_key, force, clock)
+        return _replay(
+            archive, resender, seeder, session_id, idempotency_key, force, bodies or {}, clock
+        )
 
     if requests is None:
         return replay()
+    # Edits are part of the request: the same key with other edits is another request.
+    edits = {key: body.hex() for key, body in sorted((bodies or {}).items())}
     stored = requests.run(
-        f"replay:{session_id}", idempotency_key, fingerprint(force), lambda: asdict(replay())
+        f"replay:{session_id}",
+        idempotency_key,
+        fingerprint(force, edits) if edits else fingerprint(force),
+        lambda: asdict(replay()),
     )
     return ReplayResult(**stored)
 
@@ -97,6 +109,7 @@ def _replay(
     session_id: str,
     idempotency_key: str,
     force: bool,
+    bodies: Mapping[str, bytes],
     clock: Clock,
 ) -> ReplayResult:
     if not idempotency_key.strip():
@@ -112,8 +125,8 @@ def _replay(
     claim = archive.claim_replay(
         session_id, ReplayClaim(idempotency_key, new_session_id, clock().isoformat())
     )
-    if claim.key != idempotency_key:
-        raise AlreadyReplayed(session_id, claim)
+    if not claim.holds(idempotency_key, REPLAY):
+        raise claimed_elsewhere(session_id, claim)
     elsewhere = [r for r in rows if r.status == REPLAYED and r.replay_key != idempotency_key]
     if elsewhere:  # rows replayed before claims were recorded
         raise AlreadyReplayed(
@@ -143,7 +156,11 @@ def _replay(
         closing = None if whole_session else rows[-1].row_key
         with operation_span(
             "replay session",
-            attributes={"session.id": session_id, "replay.session_id": new_session_id},
+            attributes={
+                "session.id": session_id,
+                "replay.session_id": new_session_id,
+                "replay.messages_edited": len(bodies),
+            },
             replaying=[row.application_properties for row in pending],
         ):
             # Sent in this span: the new session's tasks are in the replay's trace, which
@@ -152,7 +169,12 @@ def _replay(
                 queue,
                 new_session_id,
                 [
-                    _outgoing(row, session_id, new_session_id, last=row.row_key == closing)
+                    _outgoing(
+                        replace(row, body=bodies.get(row.row_key, row.body)),
+                        session_id,
+                        new_session_id,
+                        last=row.row_key == closing,
+                    )
                     for row in pending
                 ],
             )

@@ -32,7 +32,8 @@ def request_span(
     headers: Mapping[str, str],
     invocation_trace: InvocationTrace | None = None,
 ) -> Iterator[Note]:
-    """A SERVER span ``"<METHOD> /api/<route>"`` around an HTTP function's work. Note the
+    """A SERVER span ``"<METHOD> <route>"`` around an HTTP function's work, ``route`` being the
+    path's template (``/api/orders/{job_id}``, ``/console/sessions/{session_id}``). Note the
     response's status with ``note(**{"http.response.status_code": status})``."""
     current = telemetry()
     if current.tracer is None:
@@ -41,11 +42,11 @@ def request_span(
     caller = span_context_of(headers.get("traceparent"), headers.get("tracestate"))
     parent, links = parent_context(caller, invocation_span_context(invocation_trace))
     with current.tracer.start_as_current_span(
-        f"{method} /api/{route}",
+        f"{method} {route}",
         context=parent,
         kind=SpanKind.SERVER,
         links=links,
-        attributes={"http.request.method": method, "http.route": f"/api/{route}"},
+        attributes={"http.request.method": method, "http.route": route},
     ) as span:
 
         def note(**attributes: Any) -> None:

@@ -30,8 +30,12 @@ from shared.service_layer.processor import (
 )
 from tests.builders import APP_SETTINGS
 from tests.fakes import (
+    InMemoryDeadLetterCounter,
     InMemoryDeadLetterQueue,
     InMemoryIdempotencyRecords,
+    InMemoryImportManifests,
+    InMemoryImportProgress,
+    InMemoryOrderNumbers,
     InMemoryOrderProgress,
     InMemoryResender,
     InMemorySessionSeeder,
@@ -229,6 +233,8 @@ def storage_app(azurite_connection_string: str) -> Iterator[StorageApp]:
     from shared.adapters.azure_clients import blob_service, queue_service, table_service
     from shared.adapters.storage_replay_queue import StorageQueueReplayQueue, replay_queue_client
     from shared.adapters.table_archive import TableDeadLetterArchive
+    from shared.adapters.table_audit import TableAuditTrail
+    from shared.adapters.table_confirmations import TableConfirmations
     from shared.adapters.table_idempotency import TableIdempotencyRecords
     from shared.adapters.table_replay_requests import TableReplayRequests
 
@@ -240,8 +246,10 @@ def storage_app(azurite_connection_string: str) -> Iterator[StorageApp]:
         f"failedsessions{suffix}",
         f"replayrequests{suffix}",
         f"idempotencykeys{suffix}",
+        f"operatoraudit{suffix}",
+        f"confirmations{suffix}",
     ]
-    rows, sessions, requests, keys = (tables.create_table(name) for name in names)
+    rows, sessions, requests, keys, audit, tokens = (tables.create_table(n) for n in names)
     bodies = blobs.create_container(f"bodies-{suffix}")
     queue = replay_queue_client(queues.create_queue(f"replays-{suffix}"))
 
@@ -260,6 +268,13 @@ def storage_app(azurite_connection_string: str) -> Iterator[StorageApp]:
         replay_requests=TableReplayRequests(requests),
         replay_queue=StorageQueueReplayQueue(queue),
         idempotency_records=TableIdempotencyRecords(keys),
+        audit_trail=TableAuditTrail(audit),
+        confirmations=TableConfirmations(tokens),
+        order_progress=InMemoryOrderProgress(),
+        import_progress=InMemoryImportProgress(),
+        import_manifests=InMemoryImportManifests(),
+        order_numbers=InMemoryOrderNumbers(),
+        dead_letter_counter=InMemoryDeadLetterCounter(),
         dead_letter_source=app.dead_letters,
         resender=app.resender,
         session_seeder=app.seeder,

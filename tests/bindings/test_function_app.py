@@ -27,21 +27,52 @@ def _trigger(name: str) -> dict[str, Any]:
 
 # name -> (route, methods) of every HTTP function; all take a function key.
 HTTP_ROUTES = {
-    "submit_order_http": ("orders", ["POST"]),
-    "get_order": ("orders/{job_id}", ["GET"]),
-    "list_failed_sessions": ("failed-sessions", ["GET"]),
-    "failed_session_groups": ("failed-session-groups", ["GET"]),
-    "get_failed_session": ("failed-sessions/{session_id}", ["GET"]),
-    "replay_failed_session": ("failed-sessions/{session_id}/replay", ["POST"]),
-    "request_replay": ("replays", ["POST"]),
-    "get_replay": ("replays/{request_id}", ["GET"]),
-    "get_import": ("imports/{job_id}", ["GET"]),
+    "submit_order_http": ("api/orders", ["POST"]),
+    "get_order": ("api/orders/{job_id}", ["GET"]),
+    "list_failed_sessions": ("api/failed-sessions", ["GET"]),
+    "failed_session_groups": ("api/failed-session-groups", ["GET"]),
+    "get_failed_session": ("api/failed-sessions/{session_id}", ["GET"]),
+    "replay_failed_session": ("api/failed-sessions/{session_id}/replay", ["POST"]),
+    "request_replay": ("api/replays", ["POST"]),
+    "get_replay": ("api/replays/{request_id}", ["GET"]),
+    "get_import": ("api/imports/{job_id}", ["GET"]),
+    "get_order_by_number": ("api/order-numbers/{order_number}", ["GET"]),
+    "failed_session_fingerprints": ("api/failed-session-fingerprints", ["GET"]),
+    "failed_session_fingerprint": ("api/failed-session-fingerprints/{fingerprint}", ["GET"]),
+    "failed_session_history": ("api/failed-sessions/{session_id}/history", ["GET"]),
+    "edit_and_replay_session": ("api/failed-sessions/{session_id}/edit-and-replay", ["POST"]),
+    "resolve_failed_session": ("api/failed-sessions/{session_id}/resolve", ["POST"]),
+    "preview_bulk": ("api/bulk-previews", ["POST"]),
+    "confirm_bulk": ("api/bulk-actions", ["POST"]),
+    "get_overview": ("api/overview", ["GET"]),
+}
+
+
+# name -> (route, methods) of the operator console's pages: anonymous to the host, because the
+# console lets people in itself (a key in a cookie locally, App Service Authentication in Azure).
+CONSOLE_ROUTES = {
+    "console_overview": ("console", ["GET"]),
+    "console_failures": ("console/failures", ["GET"]),
+    "console_sessions": ("console/sessions", ["GET"]),
+    "console_session": ("console/sessions/{session_id}", ["GET"]),
+    "console_sign_in": ("console/sign-in", ["GET", "POST"]),
+    "console_sign_out": ("console/sign-out", ["POST"]),
+    "console_static": ("console/static/{name}", ["GET"]),
+    "console_replay": ("console/sessions/{session_id}/replay", ["POST"]),
+    "console_edit": ("console/sessions/{session_id}/edit", ["GET", "POST"]),
+    "console_resolve": ("console/sessions/{session_id}/resolve", ["POST"]),
+    "console_bulk_preview": ("console/bulk/preview", ["POST"]),
+    "console_bulk_confirm": ("console/bulk", ["POST"]),
+    "console_bulk_progress": ("console/bulk/{request_id}", ["GET"]),
+    "console_order": ("console/orders", ["GET"]),
+    "console_import": ("console/imports/{job_id}", ["GET"]),
 }
 
 
 def test_the_app_has_every_blueprint_registered() -> None:
     assert set(_functions()) == {
         *HTTP_ROUTES,
+        *CONSOLE_ROUTES,
         "purchase_tasks",
         "product_import_tasks",
         "archive_dead_letters",
@@ -70,10 +101,19 @@ def test_message_actions_is_not_a_binding_but_an_annotated_parameter() -> None:
         assert [b["name"] for b in _functions()[name]["bindings"]] == ["message"]
 
 
+def test_host_json_sets_no_route_prefix_so_routes_carry_their_own() -> None:
+    # The API's routes are api/..., the console's console/...: their URLs are /api/... and
+    # /console/..., so the console's cookie and Easy Auth's rule can be scoped to /console.
+    host = json.loads((Path(__file__).parents[2] / "host.json").read_text())
+    assert host["extensions"]["http"]["routePrefix"] == ""
+    routes = [t["route"] for f in _functions().values() for t in f["bindings"] if "route" in t]
+    assert routes and all(r.split("/")[0] in ("api", "console") for r in routes)
+
+
 def test_orders_is_a_function_key_post_only_route() -> None:
     trigger = _trigger("submit_order_http")
     assert trigger["type"] == "httpTrigger"
-    assert trigger["route"] == "orders"
+    assert trigger["route"] == "api/orders"
     assert trigger["methods"] == ["POST"]
     assert trigger["authLevel"] == func.AuthLevel.FUNCTION.name
 
@@ -84,6 +124,14 @@ def test_every_http_function_is_a_function_key_route_with_its_methods() -> None:
         assert trigger["type"] == "httpTrigger", name
         assert (trigger["route"], trigger["methods"]) == (route, methods), name
         assert trigger["authLevel"] == func.AuthLevel.FUNCTION.name, name
+
+
+def test_the_console_routes_are_anonymous_to_the_host_and_live_under_console() -> None:
+    for name, (route, methods) in CONSOLE_ROUTES.items():
+        trigger = _trigger(name)
+        assert trigger["type"] == "httpTrigger", name
+        assert (trigger["route"], sorted(trigger["methods"])) == (route, methods), name
+        assert trigger["authLevel"] == func.AuthLevel.ANONYMOUS.name, name
 
 
 def test_the_archive_timer_runs_on_a_schedule_setting() -> None:
@@ -114,6 +162,6 @@ def test_the_readme_documents_every_http_route_with_a_curl_example() -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     section = readme.split("## HTTP API", 1)[1].split("\n## ", 1)[0]
     for name, (route, methods) in HTTP_ROUTES.items():
-        assert f"{methods[0]} /api/{route}" in section, name
-        first = route.split("/{", 1)[0]
+        assert f"{methods[0]} /{route}" in section, name
+        first = route.removeprefix("api/").split("/{", 1)[0]
         assert f"$API/{first}" in section, f"{name} has no curl example"

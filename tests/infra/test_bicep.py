@@ -5,11 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pycep
 import pytest
 
 from .conftest import INFRA
-
-pycep = pytest.importorskip("pycep", reason="pycep-parser is in requirements-dev.txt")
 
 BICEP_FILES = sorted(INFRA.rglob("*.bicep"))
 

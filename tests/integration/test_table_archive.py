@@ -18,6 +18,7 @@ from shared.adapters.table_archive import TableDeadLetterArchive
 from shared.adapters.table_keys import table_key, value_of_table_key
 from shared.adapters.table_replay_requests import TableReplayRequests
 from shared.domain.archive import (
+    RESOLVE,
     ArchivedMessage,
     FailedSession,
     FailureRecord,
@@ -348,3 +349,28 @@ def test_a_session_replayed_before_claims_were_recorded_is_held_by_that_replay(
     assert archive.claim_replay("c/4", claim("key-1")) == ReplayClaim(
         "old-key", "replay-old", "then"
     )
+
+
+# -- resolutions: the same claim, and the session leaves the failed list ------------------------
+
+
+def test_a_resolution_claims_the_session_and_moves_it_from_failed_to_resolved(
+    archive: TableDeadLetterArchive,
+) -> None:
+    archive.save_summary(summary("r/1", task="ProcessPayment", reason="Dup"))
+    archive.save_summary(summary("r/2", task="ProcessPayment", reason="Dup"))
+    resolution = ReplayClaim("resolve-1", "", "2026-11-23T09:10:00+00:00", action=RESOLVE)
+
+    assert archive.claim_replay("r/1", resolution) == resolution
+    assert archive.claim_replay("r/1", claim("key-2")) == resolution
+    # An archive run that rewrites the summary's columns (status "failed") does not undo it.
+    archive.save_summary(summary("r/1", task="ProcessPayment", reason="Dup"))
+
+    def listed(status: str) -> list[str]:
+        page = archive.list_summaries(SummaryFilter(reason="Dup", status=status), page_size=50)
+        return sorted(s.session_id for s in page.items)
+
+    assert listed("failed") == ["r/2"]
+    assert listed("resolved") == ["r/1"]
+    assert archive.get_summary("r/1").status == "resolved"
+    assert archive.get_summary("r/1").claim == resolution

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from .queues import APP_CONFIG
+from localdev.servicebus_emulator.testing import run_emulator
 
-pyspark = pytest.importorskip("pyspark")
+from .queues import APP_CONFIG
 
 
 @pytest.fixture(scope="session")
@@ -38,6 +38,5 @@ def spark() -> Iterator[object]:
 @pytest.fixture(scope="module")
 def connection_string() -> Iterator[str]:
     """The connection string of an emulator serving the app's queues (this module's own)."""
-    testing = pytest.importorskip("localdev.servicebus_emulator.testing")
-    with testing.run_emulator(APP_CONFIG) as emulator:
+    with run_emulator(APP_CONFIG) as emulator:
         yield emulator.connection_string

@@ -40,6 +40,7 @@ from shared.service_layer.processor import (
 from shared.service_layer.replay import replay_session
 from tests.builders import NOW, dead_letter, purchase_dead_letter
 from tests.fakes import (
+    InMemoryAuditTrail,
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterQueue,
     InMemoryProductCatalog,
@@ -273,6 +274,7 @@ def test_bulk_replay_replays_every_matching_session_and_reports_progress(world) 
         InMemorySessionSeeder(),
         request.request_id,
         page_size=2,
+        audit=InMemoryAuditTrail(),
     )
 
     assert (done.status, done.found, done.sent, done.failed) == ("completed", 6, 5, 1)
@@ -280,7 +282,14 @@ def test_bulk_replay_replays_every_matching_session_and_reports_progress(world) 
     assert archive.get_summary("sku-0").status == "failed"
     again = InMemoryResender(seen_ids=seen)
     assert (
-        run_bulk_replay(requests, archive, again, InMemorySessionSeeder(), request.request_id)
+        run_bulk_replay(
+            requests,
+            archive,
+            again,
+            InMemorySessionSeeder(),
+            request.request_id,
+            audit=InMemoryAuditTrail(),
+        )
         == done
     )
     assert again.sent == []
@@ -507,7 +516,14 @@ def test_bulk_replay_by_reason_replays_import_sessions(world) -> None:
     request = request_bulk_replay(requests, requests, reason=CATALOG_DOWN)
     resender = InMemoryResender()
 
-    done = run_bulk_replay(requests, archive, resender, InMemorySessionSeeder(), request.request_id)
+    done = run_bulk_replay(
+        requests,
+        archive,
+        resender,
+        InMemorySessionSeeder(),
+        request.request_id,
+        audit=InMemoryAuditTrail(),
+    )
 
     assert (done.found, done.sent, done.failed) == (3, 2, 1)
     assert [e["session_id"] for e in done.errors] == ["pay-0"]
@@ -582,7 +598,13 @@ def summary_of(request: ReplayRequest) -> tuple[str, int, int, int, list[str]]:
 def test_a_bulk_replay_run_again_reports_the_totals_of_one_run(world, dies_in) -> None:
     once = bulk_world(world)
     clean = run_bulk_replay(
-        once[1], once[0], InMemoryResender(), InMemorySessionSeeder(), once[2], page_size=3
+        once[1],
+        once[0],
+        InMemoryResender(),
+        InMemorySessionSeeder(),
+        once[2],
+        page_size=3,
+        audit=InMemoryAuditTrail(),
     )
     assert summary_of(clean) == (
         "completed",
@@ -612,12 +634,19 @@ def test_a_bulk_replay_run_again_reports_the_totals_of_one_run(world, dies_in) -
             InMemorySessionSeeder(),
             request_id,
             page_size=3,
+            audit=InMemoryAuditTrail(),
         )
     assert requests.get(request_id).status == "running"
     again = InMemoryResender(seen_ids=seen)  # the queue's duplicate detection
 
     rerun = run_bulk_replay(
-        requests, archive, again, InMemorySessionSeeder(), request_id, page_size=3
+        requests,
+        archive,
+        again,
+        InMemorySessionSeeder(),
+        request_id,
+        page_size=3,
+        audit=InMemoryAuditTrail(),
     )
 
     assert summary_of(rerun) == summary_of(clean)

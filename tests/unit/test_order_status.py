@@ -19,8 +19,10 @@ from shared.service_layer.processor import IncomingMessage, Outcome, SessionProc
 from shared.service_layer.replay import replay_session
 from tests.builders import dead_letter
 from tests.fakes import (
+    InMemoryAuditTrail,
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterQueue,
+    InMemoryImportProgress,
     InMemoryOrderProgress,
     InMemoryResender,
     InMemorySessionActions,
@@ -92,6 +94,8 @@ class Store:
             order_numbers=self.shop.order_numbers,
             payments=self.shop.payments,
             archive=self.archive,
+            audit=InMemoryAuditTrail(),
+            imports=InMemoryImportProgress(),
         )
 
 

@@ -17,6 +17,7 @@ from shared.service_layer.bulk_replay import request_bulk_replay, run_bulk_repla
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.replay import replay_session
 from tests.fakes import (
+    InMemoryAuditTrail,
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterQueue,
     InMemoryReplayRequests,
@@ -150,7 +151,14 @@ def test_two_bulk_replays_of_one_group_replay_each_session_once_and_report_what_
     first, second = InMemoryResender(), InMemoryResender()
 
     def run(request_id: str, ports: Any, resender: InMemoryResender) -> Any:
-        return run_bulk_replay(requests, ports, resender, InMemorySessionSeeder(), request_id)
+        return run_bulk_replay(
+            requests,
+            ports,
+            resender,
+            InMemorySessionSeeder(),
+            request_id,
+            audit=InMemoryAuditTrail(),
+        )
 
     # Interleaving: the second request lists the group (all three failed), then the first
     # runs whole before the second claims its first session.

@@ -10,8 +10,10 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
+import azure.functions as func
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -22,8 +24,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanContext, StatusCode, TraceFlags
 
 from shared.domain.envelope import TaskMessage
+from shared.entrypoints.console.frame import console_static
+from shared.entrypoints.http import traced
 from shared.service_layer.bulk_replay import request_bulk_replay, run_bulk_replay
 from shared.service_layer.dead_letters import archive_dead_letters
+from shared.service_layer.operator_actions import edit_and_replay
 from shared.service_layer.ports import DeadLetter
 from shared.service_layer.session_messages import IncomingMessage, Outcome, Result
 from shared.telemetry.context import (
@@ -43,7 +48,9 @@ from shared.telemetry.operations import (
 )
 from shared.telemetry.setup import ExportPlan, Telemetry, export_plan, use_telemetry
 from shared.telemetry.tasks import task_invocation
+from tests import builders
 from tests.fakes import (
+    InMemoryAuditTrail,
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterQueue,
     InMemoryReplayRequests,
@@ -336,7 +343,7 @@ def test_a_session_is_in_flight_from_its_first_state_to_its_settled_last_message
 
 def test_a_request_span_continues_the_callers_traceparent(recording: Recording) -> None:
     caller = trace_properties(MESSAGE)[TRACEPARENT]
-    with request_span("POST", "orders", {"traceparent": caller}) as note:
+    with request_span("POST", "/api/orders", {"traceparent": caller}) as note:
         note(**{"http.response.status_code": 202})
 
     (span,) = recording.spans.get_finished_spans()
@@ -349,11 +356,43 @@ def test_a_request_span_continues_the_callers_traceparent(recording: Recording) 
 
 
 def test_a_request_without_a_traceparent_starts_a_trace(recording: Recording) -> None:
-    with request_span("POST", "orders", {"traceparent": "garbage"}):
+    with request_span("POST", "/api/orders", {"traceparent": "garbage"}):
         pass
 
     (span,) = recording.spans.get_finished_spans()
     assert span.parent is None
+
+
+def test_api_and_console_requests_are_spans_named_by_their_route_templates(
+    recording: Recording,
+) -> None:
+    @traced
+    def replay(req: func.HttpRequest) -> func.HttpResponse:
+        return func.HttpResponse(b"", status_code=202)
+
+    replay(
+        func.HttpRequest(
+            "POST",
+            "http://localhost:7071/api/failed-sessions/order%2F1/replay",
+            route_params={"session_id": "order/1"},
+            body=b"",
+        )
+    )
+    stylesheet = console_static(
+        func.HttpRequest(
+            "GET",
+            "http://localhost:7071/console/static/console.css",
+            route_params={"name": "console.css"},
+            body=b"",
+        )
+    )
+
+    assert stylesheet.status_code == 200
+    spans = recording.spans.get_finished_spans()
+    assert [(s.name, (s.attributes or {}).get("http.response.status_code")) for s in spans] == [
+        ("POST /api/failed-sessions/{session_id}/replay", 202),
+        ("GET /console/static/{name}", 200),
+    ]
 
 
 def test_a_replay_links_once_to_the_trace_of_each_failed_session(recording: Recording) -> None:
@@ -397,7 +436,12 @@ def test_an_archive_run_keeps_trace_ids_and_a_bulk_replay_links_each_session_to_
     requests = InMemoryReplayRequests()
     request = request_bulk_replay(requests, requests, reason="PaymentProviderUnavailable")
     run_bulk_replay(
-        requests, archive, InMemoryResender(), InMemorySessionSeeder(), request.request_id
+        requests,
+        archive,
+        InMemoryResender(),
+        InMemorySessionSeeder(),
+        request.request_id,
+        audit=InMemoryAuditTrail(),
     )
 
     assert {s: archive.get_summary(s).trace_id for s in orders} == {
@@ -416,6 +460,47 @@ def test_an_archive_run_keeps_trace_ids_and_a_bulk_replay_links_each_session_to_
     assert recording.metric("pipeline.replays.sent") == [
         ({"messaging.destination.name": "purchase-tasks"}, 4)
     ]
+
+
+def test_an_edited_replay_is_a_replay_span_counting_its_edits_and_the_edit_is_audited(
+    recording: Recording,
+) -> None:
+    row = TaskMessage(
+        "import-1",
+        "product_import",
+        "ImportProduct",
+        3,
+        False,
+        {"sku": "SCALE-MINI", "name": "Kitchen scale", "price": "24.00", "currency": "EURO"},
+    )
+    letter = builders.dead_letter(
+        row, "InvalidProduct:currency", queue="product-import-tasks", session_id="import-1-0000"
+    )
+    dlq, archive = InMemoryDeadLetterQueue(), InMemoryDeadLetterArchive()
+    properties = {**letter.application_properties, **trace_properties(span_context(0x3, 0xC))}
+    dlq.add(replace(letter, application_properties=properties))
+    archive_dead_letters(dlq, archive, queues=["product-import-tasks"])
+    (archived,) = archive.list_session("import-1-0000")
+    audit = InMemoryAuditTrail()
+
+    edit_and_replay(
+        archive,
+        InMemoryResender(),
+        InMemorySessionSeeder(),
+        audit,
+        "import-1-0000",
+        {archived.row_key: archived.body.decode().replace('"EURO"', '"EUR"')},
+        key="console:0123456789abcdef",
+        who="operator",
+        note="currency typo",
+    )
+
+    (span,) = [s for s in recording.spans.get_finished_spans() if s.name == "replay session"]
+    assert span.attributes is not None
+    assert span.attributes["replay.messages_edited"] == 1
+    assert [link.context.trace_id for link in span.links] == [0x3]
+    (entry,) = audit.history("import-1-0000")
+    assert (entry.action, entry.note) == ("edit-and-replay", "currency typo")
 
 
 def dead_letter(session: str, step: int, reason: str, trace: dict[str, str]) -> DeadLetter:

@@ -1,0 +1,56 @@
+"""HTML from the console's templates. Every value is escaped unless a template says otherwise
+(none does), so nothing read from the archive — an order's name, a dead letter's description,
+a message body — can become markup or script."""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+# style-src without 'unsafe-inline': htmx is told not to inject its indicator styles
+# (htmx-config in base.html), and the templates carry no style or script of their own.
+CONTENT_SECURITY_POLICY = "; ".join(
+    (
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self'",
+        "connect-src 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+        "base-uri 'none'",
+    )
+)
+PAGE_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+STATIC_TYPES = {"console.css": "text/css", "htmx.min.js": "text/javascript"}
+
+
+@functools.cache
+def _environment() -> Environment:
+    return Environment(
+        loader=PackageLoader("shared.console", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render(template: str, **context: Any) -> str:
+    return _environment().get_template(template).render(**context)
+
+
+@functools.cache
+def static_file(name: str) -> bytes | None:
+    """One of the console's own assets (``STATIC_TYPES``), or ``None``."""
+    if name not in STATIC_TYPES:
+        return None
+    return (resources.files("shared.console") / "static" / name).read_bytes()

@@ -1,0 +1,102 @@
+"""The console's actions on one failed session: each a POST carrying the page's CSRF token
+(checked by ``console_view``) and an action id (the request's Idempotency-Key), carried out
+by one service and answered with a redirect to the session's page, which shows the outcome
+(or an error page saying why not)."""
+
+from __future__ import annotations
+
+import uuid
+
+import azure.functions as func
+
+from ...bootstrap import container
+from ...console import views
+from ...domain.errors import InvalidInput
+from ...service_layer.failed_sessions import get_failed_session
+from ...service_layer.operator_actions import console_key, edit_and_replay, replay_for_operator
+from ...service_layer.resolve import resolve_session
+from ..http_input import route_value
+from .frame import ANONYMOUS, Visit, console_view, redirect
+
+bp = func.Blueprint()
+BODY = "body:"  # the form field of an edited body: body:<row key>
+
+
+@bp.route(route="console/sessions/{session_id}/replay", methods=["POST"], auth_level=ANONYMOUS)
+@console_view
+def console_replay(visit: Visit) -> func.HttpResponse:
+    session_id = route_value(visit.req, "session_id")
+    c = container()
+    replay_for_operator(
+        c.archive,
+        c.resender,
+        c.session_seeder,
+        c.audit_trail,
+        session_id,
+        key=console_key(visit.form.get("action_id", "")),
+        who=visit.operator.name,
+        note=visit.form.get("note", ""),
+        requests=c.idempotent_requests,
+    )
+    return redirect(views.session_path(visit.base, session_id))
+
+
+@bp.route(route="console/sessions/{session_id}/edit", methods=["GET", "POST"], auth_level=ANONYMOUS)
+@console_view
+def console_edit(visit: Visit) -> func.HttpResponse:
+    """The session's messages as editable JSON; sent, the edited ones are checked like the
+    originals and the session is replayed with them (a note says why)."""
+    session_id = route_value(visit.req, "session_id")
+    c = container()
+    summary, rows = get_failed_session(c.archive, session_id)
+    edited = {k[len(BODY) :]: v for k, v in visit.form.items() if k.startswith(BODY)}
+    error = None
+    if visit.req.method == "POST":
+        try:
+            edit_and_replay(
+                c.archive,
+                c.resender,
+                c.session_seeder,
+                c.audit_trail,
+                session_id,
+                edited,
+                key=console_key(visit.form.get("action_id", "")),
+                who=visit.operator.name,
+                note=visit.form.get("note"),
+                requests=c.idempotent_requests,
+            )
+        except InvalidInput as invalid:
+            error = invalid
+        else:
+            return redirect(views.session_path(visit.base, session_id))
+    return visit.page(
+        "edit.html",
+        http_status=400 if error else 200,
+        nav="failures",
+        summary=summary,
+        entries=views.timeline(rows),
+        edited=edited,
+        note=visit.form.get("note", ""),
+        error=error,
+        action_id=visit.form.get("action_id") or uuid.uuid4().hex,
+        session_path=views.session_path,
+        body_field=BODY,
+    )
+
+
+@bp.route(route="console/sessions/{session_id}/resolve", methods=["POST"], auth_level=ANONYMOUS)
+@console_view
+def console_resolve(visit: Visit) -> func.HttpResponse:
+    """Resolve the session without a replay, with a required note."""
+    session_id = route_value(visit.req, "session_id")
+    c = container()
+    resolve_session(
+        c.archive,
+        c.audit_trail,
+        session_id,
+        console_key(visit.form.get("action_id", "")),
+        who=visit.operator.name,
+        note=visit.form.get("note"),
+        requests=c.idempotent_requests,
+    )
+    return redirect(views.session_path(visit.base, session_id))

@@ -1,0 +1,50 @@
+"""Bulk replays and resolutions from the console: a preview (how many sessions of which groups,
+and a token), a confirmation with a note, then the request's progress, refreshed in place."""
+
+from __future__ import annotations
+
+import azure.functions as func
+
+from ...bootstrap import container
+from ...domain.confirmations import Selection
+from ...service_layer.bulk_actions import bulk_action, confirm_bulk_action, preview_bulk_action
+from ...service_layer.bulk_replay import get_bulk_replay
+from ..http_input import route_value
+from ..replays import request_id_of
+from .frame import ANONYMOUS, Visit, console_view, redirect
+
+bp = func.Blueprint()
+
+
+@bp.route(route="console/bulk/preview", methods=["POST"], auth_level=ANONYMOUS)
+@console_view
+def console_bulk_preview(visit: Visit) -> func.HttpResponse:
+    selection = Selection(**{k: visit.form.get(k) or None for k in ("queue", "task", "reason")})
+    action = bulk_action(visit.form.get("action"))
+    preview = preview_bulk_action(container().archive, container().confirmations, action, selection)
+    return visit.page("bulk_preview.html", nav="failures", preview=preview, note="")
+
+
+@bp.route(route="console/bulk", methods=["POST"], auth_level=ANONYMOUS)
+@console_view
+def console_bulk_confirm(visit: Visit) -> func.HttpResponse:
+    c = container()
+    request = confirm_bulk_action(
+        c.archive,
+        c.confirmations,
+        c.replay_requests,
+        c.replay_queue,
+        bulk_action(visit.form.get("action")),
+        visit.form.get("token", ""),
+        who=visit.operator.name,
+        note=visit.form.get("note"),
+    )
+    return redirect(f"{visit.base}/bulk/{request.request_id}")
+
+
+@bp.route(route="console/bulk/{request_id}", methods=["GET"], auth_level=ANONYMOUS)
+@console_view
+def console_bulk_progress(visit: Visit) -> func.HttpResponse:
+    request_id = request_id_of(route_value(visit.req, "request_id"))
+    request = get_bulk_replay(container().replay_requests, request_id)
+    return visit.page("bulk_progress.html", nav="failures", request=request)

@@ -1,0 +1,149 @@
+"""The console's read-only pages: the overview, failure groups, their sessions, a session's
+timeline and history, an order found by job id or order number, an import job's progress.
+Each calls the services and renders one template."""
+
+from __future__ import annotations
+
+import uuid
+
+import azure.functions as func
+
+from ...bootstrap import container
+from ...console import views
+from ...domain.archive import SummaryFilter
+from ...domain.errors import NotFound
+from ...service_layer.failed_sessions import (
+    MAX_PAGE_SIZE,
+    get_failed_session,
+    group_failed_sessions,
+    list_failed_sessions,
+)
+from ...service_layer.fingerprints import failure_fingerprints, sessions_with_fingerprint
+from ...service_layer.history import session_history
+from ...service_layer.imports import get_import_status
+from ...service_layer.overview import ORDERS_COUNTED_MAX, WAITING_COUNT_MAX, overview
+from ..http_input import MAX_ID_LENGTH, query_text, route_value
+from .frame import ANONYMOUS, Visit, choice, console_view
+
+bp = func.Blueprint()
+
+STATUSES = ("failed", "replayed", "resolved", "any")
+
+
+@bp.route(route="console", methods=["GET"], auth_level=ANONYMOUS)
+@console_view
+def console_overview(visit: Visit) -> func.HttpResponse:
+    c = container()
+    now = overview(c.overview_sources, c.session_queues)
+    return visit.page(
+        "overview.html",
+        nav="overview",
+        overview=now,
+        groups=now.groups,
+        waiting_max=WAITING_COUNT_MAX,
+        orders_max=ORDERS_COUNTED_MAX,
+        query=views.sessions_query,
+    )
+
+
+@bp.route(route="console/failures", methods=["GET"], auth_level=ANONYMOUS)
+@console_view
+def console_failures(visit: Visit) -> func.HttpResponse:
+    status = choice(visit.req.params.get("status"), STATUSES, "failed")
+    groups = group_failed_sessions(container().archive, status=None if status == "any" else status)
+    return visit.page(
+        "failures.html", nav="failures", groups=groups, status=status, query=views.sessions_query
+    )
+
+
+@bp.route(route="console/sessions", methods=["GET"], auth_level=ANONYMOUS)
+@console_view
+def console_sessions(visit: Visit) -> func.HttpResponse:
+    """A group's root causes (fingerprints) and its sessions, or one root cause's sessions."""
+    params = visit.req.params
+    status = choice(params.get("status"), STATUSES, "failed")
+    filters = {name: query_text(visit.req, name) for name in ("queue", "task", "reason")}
+    selected = SummaryFilter(**filters, status=None if status == "any" else status)
+    archive = container().archive
+    wanted = query_text(visit.req, "fingerprint")
+    causes = failure_fingerprints(archive, selected)
+    if wanted:
+        sessions, continuation = sessions_with_fingerprint(archive, wanted, selected), None
+    else:
+        page = list_failed_sessions(
+            archive,
+            selected,
+            page_size=MAX_PAGE_SIZE,
+            continuation=params.get("continuation") or None,
+        )
+        sessions, continuation = page.items, page.continuation
+    return visit.page(
+        "sessions.html",
+        nav="failures",
+        sessions=sessions,
+        continuation=continuation,
+        causes=causes,
+        fingerprint=wanted,
+        filters=filters,
+        status=status,
+        query=views.sessions_query,
+        session_path=views.session_path,
+    )
+
+
+@bp.route(route="console/sessions/{session_id}", methods=["GET"], auth_level=ANONYMOUS)
+@console_view
+def console_session(visit: Visit) -> func.HttpResponse:
+    """A session's failure, its history (each replay with its outcome, refreshed while one is
+    in progress) and its timeline; the actions an operator may take on it."""
+    session_id = route_value(visit.req, "session_id")
+    c = container()
+    summary, rows = get_failed_session(c.archive, session_id)
+    history = session_history(c.archive, c.audit_trail, c.replay_progress, session_id)
+    return visit.page(
+        "session.html",
+        nav="failures",
+        summary=summary,
+        context=views.context_items(summary),
+        entries=views.timeline(rows),
+        history=history,
+        in_progress=any(r.outcome == "in progress" for r in history.replays),
+        action_id=uuid.uuid4().hex,
+        session_path=views.session_path,
+        query=views.sessions_query,
+    )
+
+
+@bp.route(route="console/orders", methods=["GET"], auth_level=ANONYMOUS)
+@console_view
+def console_order(visit: Visit) -> func.HttpResponse:
+    """An order found by its job id or its order number: where it stands, and its replays;
+    refreshed while it runs."""
+    reference = query_text(visit.req, "ref", max_length=MAX_ID_LENGTH)
+    order, missing = None, None
+    if reference:
+        try:
+            order = container().order_lookup.find(reference)
+        except NotFound as error:
+            missing = str(error)
+    return visit.page(
+        "order.html",
+        http_status=404 if missing else 200,
+        nav="orders",
+        reference=reference or "",
+        order=order,
+        missing=missing,
+        query=views.sessions_query,
+        session_path=views.session_path,
+    )
+
+
+@bp.route(route="console/imports/{job_id}", methods=["GET"], auth_level=ANONYMOUS)
+@console_view
+def console_import(visit: Visit) -> func.HttpResponse:
+    """An import job's progress, refreshed until every row is imported or failed."""
+    c = container()
+    status = get_import_status(
+        c.import_manifests, c.import_progress, route_value(visit.req, "job_id")
+    )
+    return visit.page("import.html", nav="overview", job=status)

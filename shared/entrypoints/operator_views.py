@@ -1,0 +1,54 @@
+"""The JSON documents of the operator's API (``operator_http``, ``overview_http``), built from
+the services' results."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from ..domain.confirmations import Preview
+from ..service_layer.history import SessionHistory
+from ..service_layer.overview import Overview
+from ..service_layer.resolve import Resolution
+
+
+def history_view(history: SessionHistory) -> dict[str, Any]:
+    resolved = history.resolved
+    return {
+        "session_id": history.session_id,
+        "status": history.status,
+        "failed_again": history.failed_again,
+        "resolved": {"at": resolved.claimed_at, "idempotency_key": resolved.key}
+        if resolved
+        else None,
+        "entries": [asdict(entry) for entry in history.entries],
+        "replays": [asdict(replay) for replay in history.replays],
+    }
+
+
+def resolution_view(resolution: Resolution) -> dict[str, Any]:
+    return {**asdict(resolution), "status": "resolved"}
+
+
+def preview_view(preview: Preview) -> dict[str, Any]:
+    confirmation = preview.confirmation
+    return {
+        "action": confirmation.action,
+        "token": confirmation.token,
+        "sessions": confirmation.sessions,
+        "expires_at": confirmation.expires_at,
+        "selection": asdict(confirmation.selection),
+        "groups": [asdict(group) for group in preview.groups],
+    }
+
+
+def overview_view(overview: Overview) -> dict[str, Any]:
+    return {
+        "orders": asdict(overview.orders),
+        "imports_in_progress": [asdict(job) for job in overview.imports],
+        "failed_sessions": overview.failed,
+        "replayed_sessions": overview.replayed,
+        "resolved_sessions": overview.resolved,
+        "dead_letters_waiting": overview.waiting,
+        "failure_groups": [asdict(group) for group in overview.groups],
+    }

@@ -1,0 +1,37 @@
+"""The outside world as the operator's services see it (the console's and the API's): dead
+letters still waiting to be archived, the audit trail of operators' actions, and bulk actions'
+confirmation tokens. Real adapters in ``shared.adapters``, twins in ``tests/fakes.py``."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..domain.audit import AuditEntry
+from ..domain.confirmations import BulkAction, Confirmation, Selection
+
+
+class DeadLetterCounter(Protocol):
+    def waiting(self, queue: str, *, up_to: int) -> int:
+        """Dead letters in the queue's dead-letter sub-queue (not archived yet), at most
+        ``up_to``; reading them moves and locks nothing."""
+        ...
+
+
+class AuditTrail(Protocol):
+    def record(self, entry: AuditEntry) -> None:
+        """Keep one action on a failed session; entries are never changed."""
+        ...
+
+    def history(self, session_id: str) -> list[AuditEntry]:
+        """The session's entries, oldest first; empty when there are none."""
+        ...
+
+
+class Confirmations(Protocol):
+    def issue(
+        self, action: BulkAction, selection: Selection, sessions: int, digest: str, expires_at: str
+    ) -> Confirmation: ...
+
+    def redeem(self, token: str) -> Confirmation:
+        """Once per token; raises ``ConfirmationRefused`` when unknown or already redeemed."""
+        ...
