@@ -6,9 +6,10 @@ Bus emulator, the SMTP sink and the local host running function_app.py), with ho
 shipped (or with only ``maxConcurrentSessions`` changed) and the shipped example settings, on
 free ports. On stdout, one JSON line per event:
 
-- ``{"ready": {...}}``: the API URL and key, the connection strings, this process's pid;
+- ``{"ready": {...}}``: the API URL and key, the connection strings, the emulator's status
+  URL, this process's pid;
 - ``{"mail": "<Message-ID>", "time": <time.time()>}`` for each e-mail the sink received
-  (watched every 10 ms).
+  (noted as it arrives).
 
 It stops everything when its stdin closes (the benchmark ends or dies).
 """
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                     "key": stack.function_key,
                     "storage": stack.storage_connection_string,
                     "servicebus": stack.servicebus_connection_string,
+                    "servicebus_status": stack.emulator.http_url,
                     "pid": os.getpid(),
                 }
             }
@@ -70,11 +72,14 @@ def main(argv: list[str] | None = None) -> int:
 
         def watch_mail() -> None:
             seen = 0
-            while not stop.wait(0.01):
-                received = stack.mail.received()
-                for message in received[seen:]:
-                    emit({"mail": str(message.get("Message-ID", "")), "time": time.time()})
-                seen = len(received)
+            while not stop.is_set():
+                if not stack.mail.wait_for_more(seen, timeout=0.5):
+                    continue
+                arrived = time.time()
+                message_ids = stack.mail.message_ids(seen)
+                for message_id in message_ids:
+                    emit({"mail": message_id, "time": arrived})
+                seen += len(message_ids)
 
         watcher = threading.Thread(target=watch_mail, name="mail-watcher", daemon=True)
         watcher.start()

@@ -1,5 +1,11 @@
-"""An SMTP server for the local stack: it accepts every message and keeps it (parsed), so a
-demo or a test can see which receipts went out. Nothing is relayed."""
+"""An SMTP server for the local stack: it accepts every message and keeps it, so a demo or a
+test can see which receipts went out. Nothing is relayed.
+
+The sink runs in the process of whatever started it (the local stack shares it with the host),
+so it does as little as it can per message: it keeps the bytes, and parses a message only when
+someone asks for it (``received``, once per message) or reads just the headers
+(``message_ids``). ``wait_for_more`` blocks until a message arrives, for watchers that would
+otherwise poll."""
 
 from __future__ import annotations
 
@@ -9,9 +15,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
+from email.parser import BytesHeaderParser
 from typing import Any
 
 from localdev.ports import free_port
+
+_HEADERS = BytesHeaderParser(policy=policy.compat32)
 
 
 @dataclass
@@ -21,21 +30,43 @@ class MailSink:
     host: str
     port: int
     echo: bool = False
-    messages: list[EmailMessage] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _raw: list[bytes] = field(default_factory=list)
+    _parsed: list[EmailMessage] = field(default_factory=list)
+    _arrived: threading.Condition = field(default_factory=threading.Condition)
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        message = message_from_bytes(envelope.original_content, policy=policy.default)
-        assert isinstance(message, EmailMessage)
-        with self._lock:
-            self.messages.append(message)
+        raw = bytes(envelope.original_content)
+        with self._arrived:
+            self._raw.append(raw)
+            self._arrived.notify_all()
         if self.echo:
-            print(f"[smtp] {message['Subject']!s} -> {', '.join(envelope.rcpt_tos)}", flush=True)
+            subject = _HEADERS.parsebytes(raw).get("Subject", "")
+            print(f"[smtp] {subject} -> {', '.join(envelope.rcpt_tos)}", flush=True)
         return "250 OK"
 
     def received(self) -> list[EmailMessage]:
-        with self._lock:
-            return list(self.messages)
+        """Every message so far, parsed (``email.policy.default``), in the order received."""
+        with self._arrived:
+            for raw in self._raw[len(self._parsed) :]:
+                message = message_from_bytes(raw, policy=policy.default)
+                assert isinstance(message, EmailMessage)
+                self._parsed.append(message)
+            return list(self._parsed)
+
+    def count(self) -> int:
+        with self._arrived:
+            return len(self._raw)
+
+    def message_ids(self, start: int = 0) -> list[str]:
+        """The Message-ID header of each message from the ``start``-th on (headers only)."""
+        with self._arrived:
+            raws = self._raw[start:]
+        return [str(_HEADERS.parsebytes(raw).get("Message-ID", "")) for raw in raws]
+
+    def wait_for_more(self, count: int, timeout: float) -> bool:
+        """Block until more than ``count`` messages have arrived, or ``timeout`` seconds."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: len(self._raw) > count, timeout)
 
 
 @contextmanager

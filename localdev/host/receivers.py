@@ -28,6 +28,9 @@ class BlockingSession(Protocol):
     @property
     def session_id(self) -> str: ...
 
+    @property
+    def locked_until_utc(self) -> datetime.datetime | None: ...
+
     def get_state(self) -> bytes | None: ...
 
     def set_state(self, state: bytes | None) -> None: ...
@@ -128,6 +131,12 @@ class LoopSession:
     @property
     def session_id(self) -> str:
         return str(self._receiver.aio.session.session_id)
+
+    @property
+    def locked_until_utc(self) -> datetime.datetime | None:
+        # Written by the loop on each renewal; reading it from another thread is one attribute
+        # read.
+        return self._receiver.aio.session.locked_until_utc
 
     def get_state(self) -> bytes | None:
         state: bytes | None = self._receiver.run(self._receiver.aio.session.get_state())

@@ -10,8 +10,10 @@ function sees ``SettlementError`` as it would in Azure.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import threading
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,12 +39,36 @@ logger = logging.getLogger("localdev.host")
 @dataclass
 class HeldSession:
     """A session the host has accepted; ``release_requested`` is set by ReleaseSession and
-    honoured once the current invocation ends (as the real host does)."""
+    honoured once the current invocation ends (as the real host does).
+
+    The session's state is known to the host once it has read or written it: only the holder
+    of the session lock can set it, and this host holds it until it lets the session go. So a
+    GetSessionState after the first is answered from ``known_state`` (a one-tuple) without a
+    round trip to the broker, as long as the lock has not expired by the clock (the SDK's own
+    check before it asks the broker); a failed write forgets it."""
 
     session_id: str
     receiver: BlockingReceiver
     lock: threading.RLock = field(default_factory=threading.RLock)
     release_requested: bool = False
+    known_state: tuple[bytes | None] | None = None
+
+    def state(self, read: Callable[[], bytes | None]) -> bytes | None:
+        """The session state: ``known_state`` while the lock holds, else ``read()``."""
+        with self.lock:
+            if self.known_state is None or self._lock_expired():
+                self.known_state = (read(),)
+            return self.known_state[0]
+
+    def write_state(self, state: bytes | None, write: Callable[[bytes | None], None]) -> None:
+        with self.lock:
+            self.known_state = None  # a write that fails may or may not have reached the broker
+            write(state)
+            self.known_state = (state,)
+
+    def _lock_expired(self) -> bool:
+        locked_until = self.receiver.session.locked_until_utc
+        return locked_until is None or locked_until <= datetime.datetime.now(datetime.UTC)
 
 
 @dataclass
@@ -141,16 +167,16 @@ class SettlementServicer(settlement_pb2_grpc.SettlementServicer):
 
     def GetSessionState(self, request: Any, context: grpc.ServicerContext) -> Any:
         held = self._registry.session(request.sessionId, context)
-        with held.lock:
-            state = _call(context, held.receiver.session.get_state)
+        state = held.state(lambda: _call(context, held.receiver.session.get_state))
         return settlement_pb2.GetSessionStateResponse(sessionState=bytes(state or b""))
 
     def SetSessionState(self, request: Any, context: grpc.ServicerContext) -> Any:
         held = self._registry.session(request.sessionId, context)
         # Empty bytes clear the state, as the host's SetSessionStateAsync(null) does.
         state = bytes(request.sessionState) or None
-        with held.lock:
-            _call(context, held.receiver.session.set_state, state)
+        held.write_state(
+            state, lambda value: _call(context, held.receiver.session.set_state, value)
+        )
         return _empty()
 
     def ReleaseSession(self, request: Any, context: grpc.ServicerContext) -> Any:
