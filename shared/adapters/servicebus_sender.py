@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from azure.servicebus import (
@@ -85,7 +85,11 @@ class ServiceBusTaskSender:
 
 
 def to_service_bus_message(
-    session_id: str, message: TaskMessage | OutgoingMessage, *, message_id: str | None = None
+    session_id: str,
+    message: TaskMessage | OutgoingMessage,
+    *,
+    message_id: str | None = None,
+    trace_context: Mapping[str, str] | None = None,
 ) -> ServiceBusMessage:
     """The one way a message is put on a queue. A task's body is the task as JSON, its routing
     fields repeated as application properties, and its message id deterministic so duplicate
@@ -93,7 +97,10 @@ def to_service_bus_message(
     better one, e.g. job:row for an import whose job spans several sessions. An
     ``OutgoingMessage`` (a replayed dead letter) goes as it is, byte for byte. Sent inside a
     span, a message carries its trace context (``traceparent``, ``Diagnostic-Id``,
-    ``tracestate``), replacing a replayed one's: its task then runs in that span's trace."""
+    ``tracestate``), replacing a replayed one's: its task then runs in that span's trace.
+    ``trace_context`` (``telemetry.context.trace_properties`` of a span) is carried instead of
+    the current span's, by a sender whose span is not current in its process (a Spark
+    executor sending in its job's trace)."""
     if isinstance(message, TaskMessage):
         message = OutgoingMessage(
             body=message.to_json(),
@@ -102,7 +109,7 @@ def to_service_bus_message(
             application_properties=message.application_properties(),
         )
     properties: dict[str | bytes, Any] = dict(message.application_properties.items())
-    properties.update(sending_trace_properties())
+    properties.update(sending_trace_properties() if trace_context is None else trace_context)
     return ServiceBusMessage(
         message.body,
         session_id=session_id,

@@ -67,6 +67,7 @@ def manifest_entity(manifest: JobManifest) -> dict[str, Any]:
         "session_count": manifest.session_count,
         "source": manifest.source,
         "status": manifest.status,
+        "trace_id": manifest.trace_id,
         **_chunked(json.dumps(manifest.sessions, sort_keys=True, separators=(",", ":"))),
     }
 
@@ -81,6 +82,7 @@ def manifest_of(entity: Any) -> JobManifest:
         sessions={k: int(v) for k, v in json.loads(_joined(entity) or "{}").items()},
         source=entity.get("source", ""),
         status=entity.get("status", "sent"),
+        trace_id=entity.get("trace_id"),
     )
 
 

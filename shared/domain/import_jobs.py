@@ -44,6 +44,7 @@ class JobManifest:
     sessions: dict[str, int] = field(default_factory=dict)
     source: str = ""
     status: str = "sent"
+    trace_id: str | None = None  # the job's trace, when it exported telemetry
 
     @property
     def session_count(self) -> int:

@@ -10,6 +10,10 @@ passed on the command line: ``NAME`` holds a connection string, or
 ``NAME__fullyQualifiedNamespace`` (Service Bus) / ``NAME__accountName`` (storage) select an
 identity-based connection (``shared.config.service_bus_connection`` /
 ``storage_connection``, as the function app reads its own). Prints the manifest as JSON.
+
+Telemetry is set up as the function app's, from ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
+``APPLICATIONINSIGHTS_CONNECTION_STRING``: the job is one trace (see ``tracing``), continuing
+the caller's when ``TRACEPARENT`` holds a W3C traceparent.
 """
 
 from __future__ import annotations
@@ -58,25 +62,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     executors_run_this_python(os.environ)
     from pyspark.sql import SparkSession
 
+    from shared.telemetry.setup import telemetry
+
     from .job import run_import
+    from .tracing import TRACEPARENT
 
     builder = SparkSession.builder.appName(f"product-import-{args.job_id}")
     if args.master:
         builder = builder.master(args.master)
     spark = builder.getOrCreate()
-    manifest = run_import(
-        spark,
-        input_path=args.input,
-        fmt=args.format,
-        job_id=args.job_id,
-        queue_name=args.queue,
-        service_bus=service_bus,
-        sessions=args.sessions,
-        rejects_path=args.rejects_path,
-    )
-    if storage:
-        save_manifest(storage, manifest)
-    print(manifest.to_json())
+    try:
+        manifest = run_import(
+            spark,
+            input_path=args.input,
+            fmt=args.format,
+            job_id=args.job_id,
+            queue_name=args.queue,
+            service_bus=service_bus,
+            sessions=args.sessions,
+            rejects_path=args.rejects_path,
+            traceparent=os.environ.get(TRACEPARENT),
+        )
+        if storage:
+            save_manifest(storage, manifest)
+        print(manifest.to_json(), flush=True)
+    finally:
+        # The job's span and log lines, also when it failed, before the process ends; after
+        # the manifest is out, since a flush waits for as long as the endpoint does not answer.
+        telemetry().flush()
     return 0
 
 

@@ -34,6 +34,7 @@ from .columns import FIELDS
 from .manifest import JobManifest
 from .progress import SendProgress
 from .sending import SendOptions, send_partition
+from .tracing import job_span
 
 log = logging.getLogger("spark_jobs.product_import")
 
@@ -282,12 +283,16 @@ def run_import(
     rejects_path: str | None = None,
     options: SendOptions | None = None,
     progress_every: float = 5.0,
+    traceparent: str | None = None,
 ) -> JobManifest:
     """Read, check, number, split and send one catalogue to ``queue_name`` through the
     ``service_bus`` connection, logging the rows sent every ``progress_every`` seconds.
     Returns the manifest: rows read, rejected and sent; sessions and their message counts.
-    The rejects are written to ``rejects_path`` when given."""
-    with ExitStack() as cached:
+    The rejects are written to ``rejects_path`` when given.
+
+    With telemetry, the job is one span (``tracing.job_span``, a child of ``traceparent``
+    when given) and every message it sends is in its trace, whose id the manifest keeps."""
+    with job_span(job_id, traceparent=traceparent) as job_trace, ExitStack() as cached:
         numbered = _number(read_catalogue(spark, input_path, fmt))
         cached.callback(numbered.cached.unpersist)
         valid, rejects = validate(numbered.frame)
@@ -301,6 +306,7 @@ def run_import(
             total,
             n,
         )
+        job_trace.note(**{"import.rows_read": rows_read, "import.rows_rejected": rows_read - total})
         if rejects_path:
             rejects.write.mode("overwrite").json(rejects_path)
         session_counts = session_sizes(job_id, n, total)
@@ -311,13 +317,15 @@ def run_import(
             connection=service_bus,
             options=options or SendOptions(),
             sent=sent,
+            trace=job_trace.properties,
         )
         tasks = send_partitions(len(session_counts), spark.sparkContext.defaultParallelism)
         if total:
             planned = assign_sessions(valid, job_id, n, total=total)
             with SendProgress(job_id, total, lambda: int(sent.value), every=progress_every):
                 partition_for_sending(planned, tasks).foreachPartition(send)
-    log.info("job %s: %d messages handed to %s", job_id, sent.value, queue_name)
+        log.info("job %s: %d messages handed to %s", job_id, sent.value, queue_name)
+        job_trace.note(**{"import.rows_sent": sent.value, "import.sessions": len(session_counts)})
     return JobManifest(
         job_id=job_id,
         queue_name=queue_name,
@@ -326,4 +334,5 @@ def run_import(
         rows_sent=sent.value,
         sessions=session_counts,
         source=input_path,
+        trace_id=job_trace.trace_id,
     )

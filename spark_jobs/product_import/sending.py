@@ -24,9 +24,10 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from azure.servicebus import (
@@ -45,6 +46,8 @@ from shared.domain.pipelines import import_message
 from .columns import FIELDS
 
 log = logging.getLogger("spark_jobs.product_import.sending")
+
+NO_TRACE: Mapping[str, str] = MappingProxyType({})  # the job exports no telemetry
 
 
 @dataclass(frozen=True)
@@ -73,13 +76,17 @@ def message_id(job_id: str, row_number: int) -> str:
     return f"{job_id}:{row_number}"
 
 
-def to_message(job_id: str, row: Any) -> ServiceBusMessage:
+def to_message(job_id: str, row: Any, trace: Mapping[str, str] = NO_TRACE) -> ServiceBusMessage:
     """The app's ServiceBusMessage for a planned row (``session_id``, ``step``, ``is_last``,
-    ``row_number`` and the payload fields)."""
+    ``row_number`` and the payload fields), carrying the trace context ``trace`` (message
+    properties, see ``tracing``)."""
     payload = {name: row[name] for name in FIELDS}
     task = import_message(job_id, int(row["step"]), is_last=bool(row["is_last"]), row=payload)
     return to_service_bus_message(
-        row["session_id"], task, message_id=message_id(job_id, int(row["row_number"]))
+        row["session_id"],
+        task,
+        message_id=message_id(job_id, int(row["row_number"])),
+        trace_context=trace,
     )
 
 
@@ -91,8 +98,11 @@ class BatchSender(Protocol):
     def send_messages(self, batch: ServiceBusMessageBatch, /) -> None: ...
 
 
-def send_rows(sender: BatchSender, job_id: str, rows: Iterable[Any]) -> int:
-    """Send ``rows`` (sorted by session, then step) in order; returns how many were sent."""
+def send_rows(
+    sender: BatchSender, job_id: str, rows: Iterable[Any], trace: Mapping[str, str] = NO_TRACE
+) -> int:
+    """Send ``rows`` (sorted by session, then step) in order, each message carrying the trace
+    context ``trace``; returns how many were sent."""
     sent = 0
     batch = sender.create_message_batch()
     batch_session: str | None = None
@@ -108,7 +118,7 @@ def send_rows(sender: BatchSender, job_id: str, rows: Iterable[Any]) -> int:
         if batch_session is not None and row["session_id"] != batch_session:
             flush()
         batch_session = row["session_id"]
-        message = to_message(job_id, row)
+        message = to_message(job_id, row, trace)
         try:
             batch.add_message(message)
         except MessageSizeExceededError:
@@ -169,9 +179,11 @@ def send_partition(
     connection: ServiceBusConnectionSettings,
     options: SendOptions,
     sent: Any,
+    trace: Mapping[str, str] = NO_TRACE,
 ) -> Callable[[Iterable[Any]], None]:
     """The function ``foreachPartition`` runs: sends the partition's rows through this
-    worker's sender and adds how many it sent to the ``sent`` accumulator.
+    worker's sender and adds how many it sent to the ``sent`` accumulator. Every message carries
+    the job's trace context ``trace`` (message properties, see ``tracing``).
 
     Only the settings (plain data) travel to the executors, never a client or a credential
     (they hold connections, locks and tokens): the worker builds its client, and for an
@@ -185,6 +197,7 @@ def send_partition(
         connection=connection,
         options=options,
         sent=sent,
+        trace=dict(trace),
     )
 
 
@@ -196,13 +209,14 @@ def _send_partition(
     connection: ServiceBusConnectionSettings,
     options: SendOptions,
     sent: Any,
+    trace: Mapping[str, str],
 ) -> None:
     iterator = iter(rows)
     first = next(iterator, None)
     if first is None:
         return
     with WORKER_SENDER.sender(connection, queue_name, options) as sender:
-        sent.add(send_rows(sender, job_id, _chain(first, iterator)))
+        sent.add(send_rows(sender, job_id, _chain(first, iterator), trace))
 
 
 def _chain(first: Any, rest: Iterable[Any]) -> Iterable[Any]:

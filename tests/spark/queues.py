@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient
 from azure.servicebus.exceptions import OperationTimeoutError
@@ -16,7 +17,8 @@ APP_CONFIG = Path(__file__).resolve().parents[2] / "infra" / "local" / "config.j
 
 
 def drain(connection_string: str) -> dict[str, list[dict]]:
-    """Every message on the queue, session by session, in delivery order (completed)."""
+    """Every message on the queue, session by session, in delivery order (completed): its
+    body, its id and its application properties (``properties``, as text)."""
     sessions: dict[str, list[dict]] = {}
     # No retries: the SDK retries "no session available" as a timeout, 4 x max_wait_time.
     with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as client:
@@ -29,11 +31,23 @@ def drain(connection_string: str) -> dict[str, list[dict]]:
                     for message in receiver:
                         body = json.loads(b"".join(message.body))
                         sessions.setdefault(str(message.session_id), []).append(
-                            {"message_id": message.message_id, **body}
+                            {
+                                "message_id": message.message_id,
+                                "properties": _text(message.application_properties or {}),
+                                **body,
+                            }
                         )
                         receiver.complete_message(message)
             except OperationTimeoutError:
                 return sessions
+
+
+def _text(properties: dict[Any, Any]) -> dict[str, Any]:
+    """Application properties as received (the AMQP decoder's bytes) as text."""
+    return {
+        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+        for k, v in properties.items()
+    }
 
 
 def peek_session(connection_string: str, session_id: str) -> int:

@@ -67,6 +67,9 @@ def test_every_valid_row_arrives_once_in_order_with_last_markers(
         len(expected),
     )
     assert manifest.sessions == {k: len(v) for k, v in received.items()}
+    # Nothing exported: the job starts no trace and its messages carry none.
+    assert manifest.trace_id is None
+    assert not [m for s in received.values() for m in s if "traceparent" in m["properties"]]
     written = [json.loads(line) for f in (tmp_path / "rejects").glob("*.json") for line in f.open()]
     assert [r["row_number"] for r in written] == rejected
     assert all(r["reason"] for r in written)
