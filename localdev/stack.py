@@ -164,9 +164,10 @@ def run_stack(
             }
         )
         # The console checks a key it is given against the host's keys: the app must see
-        # them, so the keys the host would generate are chosen here instead.
+        # them, so the keys the host would generate are chosen here instead (a setting of the
+        # same name in the environment still wins, as it does for the host).
         for name in (MASTER_KEY_SETTING, HOST_KEY_SETTING):
-            values[name] = values.get(name) or secrets.token_urlsafe(32)
+            values[name] = values.get(name) or os.environ.get(name) or secrets.token_urlsafe(32)
         create_storage(azurite.connection_string, values.get("REPLAY_QUEUE_NAME"))
 
         if str(REPO_ROOT) not in sys.path:
