@@ -20,6 +20,7 @@ from .conftest import (
     E2E,
     MAX_CONCURRENT_SESSIONS,
     TASK_MAX_ATTEMPTS,
+    Invocation,
     charged_total,
     order,
     wait_for,
@@ -149,8 +150,14 @@ def test_a_replay_after_an_outage_completes_with_the_original_order_number_and_t
         e2e.table(PAYMENTS_TABLE).query_entities("CardToken eq @card", parameters={"card": outage})
     )
     assert len(cards) == 1, "the card was charged more than once"
-    replayed_runs = [r for r in e2e.invocations.of("purchase_tasks") if r.session_id == new_session]
-    assert len(replayed_runs) == 3 and all(r.succeeded for r in replayed_runs)
+
+    # The last task mails the receipt before its invocation ends: wait for all three to end.
+    def ended_replay_runs() -> list[Invocation] | None:
+        runs = [r for r in e2e.invocations.of("purchase_tasks") if r.session_id == new_session]
+        return runs if len(runs) == 3 and all(r.succeeded is not None for r in runs) else None
+
+    replayed_runs = wait_for(ended_replay_runs, what="the replayed tasks' invocations")
+    assert all(r.succeeded for r in replayed_runs)
     summary = e2e.api.failed_session(job)
     assert (summary["status"], summary["replayed_session_id"]) == ("replayed", new_session)
 
