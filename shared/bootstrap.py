@@ -20,6 +20,7 @@ from .service_layer.history import Progress
 from .service_layer.idempotency import IdempotentRequests
 from .service_layer.import_tasks import import_tasks
 from .service_layer.observers import import_progress_observer, order_progress_observer
+from .service_layer.operator_desk import OperatorDesk
 from .service_layer.orders import OrderLookup
 from .service_layer.overview import Sources
 from .service_layer.processor import RetryPolicy, SessionProcessor
@@ -108,6 +109,21 @@ class Container:
     @property
     def session_queues(self) -> tuple[str, ...]:
         return (self.settings.purchase_queue_name, self.settings.import_queue_name)
+
+    @property
+    def operator_desk(self) -> OperatorDesk:
+        """What the console and the API's operator routes act with, over the current parts
+        (so an override made after an earlier request still takes effect)."""
+        return OperatorDesk(
+            self.archive,
+            self.resender,
+            self.session_seeder,
+            self.audit_trail,
+            self.idempotent_requests,
+            self.confirmations,
+            self.replay_requests,
+            self.replay_queue,
+        )
 
     settings: Part[Settings] = Part(lambda c: Settings.from_env())
     retry_policy: Part[RetryPolicy] = Part(

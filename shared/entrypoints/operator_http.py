@@ -15,11 +15,10 @@ from ..bootstrap import container
 from ..domain.archive import SummaryFilter
 from ..domain.confirmations import Selection
 from ..domain.errors import InvalidInput
-from ..service_layer.bulk_actions import bulk_action, confirm_bulk_action, preview_bulk_action
+from ..service_layer.bulk_actions import bulk_action
 from ..service_layer.fingerprints import failure_fingerprints, sessions_with_fingerprint
 from ..service_layer.history import session_history
-from ..service_layer.operator_actions import edit_and_replay
-from ..service_layer.resolve import resolve_session
+from ..service_layer.operator_desk import Ask
 from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import (
     MAX_FILTER_LENGTH,
@@ -107,19 +106,8 @@ def edit_and_replay_session(req: func.HttpRequest) -> func.HttpResponse:
     if not isinstance(messages, dict) or not messages:
         raise InvalidInput("messages", "must map row keys to the edited message bodies")
     edited = {str(k): json.dumps(v, ensure_ascii=False) for k, v in messages.items()}
-    c = container()
-    result = edit_and_replay(
-        c.archive,
-        c.resender,
-        c.session_seeder,
-        c.audit_trail,
-        session_id,
-        edited,
-        key=key,
-        who=caller(req),
-        note=_text(document, "note"),
-        requests=c.idempotent_requests,
-    )
+    ask = Ask(key, caller(req), _text(document, "note"))
+    result = container().operator_desk.edit_and_replay(session_id, edited, ask)
     return json_response(
         202, replay_view(req, result), headers={"Location": replay_status_url(req, result)}
     )
@@ -142,16 +130,8 @@ def resolve_failed_session(req: func.HttpRequest) -> func.HttpResponse:
     key = required_header_key(req)
     document = json_body(req, max_bytes=MAX_NOTE_BODY_BYTES, example='{"note": "duplicate"}')
     _only(document, ("note",))
-    c = container()
-    resolution = resolve_session(
-        c.archive,
-        c.audit_trail,
-        session_id,
-        key,
-        who=caller(req),
-        note=_text(document, "note"),
-        requests=c.idempotent_requests,
-    )
+    ask = Ask(key, caller(req), _text(document, "note"))
+    resolution = container().operator_desk.resolve(session_id, ask)
     view = {
         **resolution_view(resolution),
         "failed_session_url": failed_session_url(req, session_id),
@@ -167,10 +147,7 @@ def preview_bulk(req: func.HttpRequest) -> func.HttpResponse:
     document = json_body(req, max_bytes=MAX_NOTE_BODY_BYTES, example=PREVIEW_EXAMPLE)
     _only(document, ("action", *FILTERS))
     selection = Selection(**{name: _text(document, name) for name in FILTERS})
-    c = container()
-    preview = preview_bulk_action(
-        c.archive, c.confirmations, bulk_action(document.get("action")), selection
-    )
+    preview = container().operator_desk.preview_bulk(bulk_action(document.get("action")), selection)
     return json_response(201, preview_view(preview))
 
 
@@ -185,12 +162,7 @@ def confirm_bulk(req: func.HttpRequest) -> func.HttpResponse:
     the sessions changed since the preview."""
     document = json_body(req, max_bytes=MAX_NOTE_BODY_BYTES, example=CONFIRM_EXAMPLE)
     _only(document, ("action", "token", "note"))
-    c = container()
-    request = confirm_bulk_action(
-        c.archive,
-        c.confirmations,
-        c.replay_requests,
-        c.replay_queue,
+    request = container().operator_desk.confirm_bulk(
         bulk_action(document.get("action")),
         _text(document, "token") or "",
         who=caller(req),

@@ -13,8 +13,8 @@ from ...bootstrap import container
 from ...console import views
 from ...domain.errors import InvalidInput
 from ...service_layer.failed_sessions import get_failed_session
-from ...service_layer.operator_actions import console_key, edit_and_replay, replay_for_operator
-from ...service_layer.resolve import resolve_session
+from ...service_layer.operator_actions import console_key
+from ...service_layer.operator_desk import Ask
 from ..http_input import route_value
 from .frame import ANONYMOUS, Visit, console_view, redirect
 
@@ -26,18 +26,7 @@ BODY = "body:"  # the form field of an edited body: body:<row key>
 @console_view
 def console_replay(visit: Visit) -> func.HttpResponse:
     session_id = route_value(visit.req, "session_id")
-    c = container()
-    replay_for_operator(
-        c.archive,
-        c.resender,
-        c.session_seeder,
-        c.audit_trail,
-        session_id,
-        key=console_key(visit.form.get("action_id", "")),
-        who=visit.operator.name,
-        note=visit.form.get("note", ""),
-        requests=c.idempotent_requests,
-    )
+    container().operator_desk.replay(session_id, _ask(visit))
     return redirect(views.session_path(visit.base, session_id))
 
 
@@ -47,24 +36,13 @@ def console_edit(visit: Visit) -> func.HttpResponse:
     """The session's messages as editable JSON; sent, the edited ones are checked like the
     originals and the session is replayed with them (a note says why)."""
     session_id = route_value(visit.req, "session_id")
-    c = container()
-    summary, rows = get_failed_session(c.archive, session_id)
+    desk = container().operator_desk
+    summary, rows = get_failed_session(desk.archive, session_id)
     edited = {k[len(BODY) :]: v for k, v in visit.form.items() if k.startswith(BODY)}
     error = None
     if visit.req.method == "POST":
         try:
-            edit_and_replay(
-                c.archive,
-                c.resender,
-                c.session_seeder,
-                c.audit_trail,
-                session_id,
-                edited,
-                key=console_key(visit.form.get("action_id", "")),
-                who=visit.operator.name,
-                note=visit.form.get("note"),
-                requests=c.idempotent_requests,
-            )
+            desk.edit_and_replay(session_id, edited, _ask(visit))
         except InvalidInput as invalid:
             error = invalid
         else:
@@ -79,7 +57,6 @@ def console_edit(visit: Visit) -> func.HttpResponse:
         note=visit.form.get("note", ""),
         error=error,
         action_id=visit.form.get("action_id") or uuid.uuid4().hex,
-        session_path=views.session_path,
         body_field=BODY,
     )
 
@@ -89,14 +66,11 @@ def console_edit(visit: Visit) -> func.HttpResponse:
 def console_resolve(visit: Visit) -> func.HttpResponse:
     """Resolve the session without a replay, with a required note."""
     session_id = route_value(visit.req, "session_id")
-    c = container()
-    resolve_session(
-        c.archive,
-        c.audit_trail,
-        session_id,
-        console_key(visit.form.get("action_id", "")),
-        who=visit.operator.name,
-        note=visit.form.get("note"),
-        requests=c.idempotent_requests,
-    )
+    container().operator_desk.resolve(session_id, _ask(visit))
     return redirect(views.session_path(visit.base, session_id))
+
+
+def _ask(visit: Visit) -> Ask:
+    """The form's request: keyed by the action id the page was rendered with."""
+    key = console_key(visit.form.get("action_id", ""))
+    return Ask(key, visit.operator.name, visit.form.get("note"))

@@ -7,7 +7,7 @@ import azure.functions as func
 
 from ...bootstrap import container
 from ...domain.confirmations import Selection
-from ...service_layer.bulk_actions import bulk_action, confirm_bulk_action, preview_bulk_action
+from ...service_layer.bulk_actions import bulk_action
 from ...service_layer.bulk_replay import get_bulk_replay
 from ..http_input import route_value
 from ..replays import request_id_of
@@ -21,19 +21,14 @@ bp = func.Blueprint()
 def console_bulk_preview(visit: Visit) -> func.HttpResponse:
     selection = Selection(**{k: visit.form.get(k) or None for k in ("queue", "task", "reason")})
     action = bulk_action(visit.form.get("action"))
-    preview = preview_bulk_action(container().archive, container().confirmations, action, selection)
+    preview = container().operator_desk.preview_bulk(action, selection)
     return visit.page("bulk_preview.html", nav="failures", preview=preview, note="")
 
 
 @bp.route(route="console/bulk", methods=["POST"], auth_level=ANONYMOUS)
 @console_view
 def console_bulk_confirm(visit: Visit) -> func.HttpResponse:
-    c = container()
-    request = confirm_bulk_action(
-        c.archive,
-        c.confirmations,
-        c.replay_requests,
-        c.replay_queue,
+    request = container().operator_desk.confirm_bulk(
         bulk_action(visit.form.get("action")),
         visit.form.get("token", ""),
         who=visit.operator.name,

@@ -1,0 +1,105 @@
+"""An operator's actions on failed sessions, bound once to the ports they use: the console and
+the JSON API both call this, so they differ only in how they read a request and answer it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..domain.confirmations import Preview, Selection
+from ..domain.replays import BulkAction, ReplayRequest
+from .bulk_actions import confirm_bulk_action, preview_bulk_action
+from .idempotency import IdempotentRequests
+from .operator_actions import edit_and_replay, replay_for_operator
+from .operator_ports import AuditTrail, Confirmations
+from .ports import (
+    DeadLetterArchive,
+    MessageResender,
+    ReplayQueue,
+    ReplayRequestStore,
+    SessionSeeder,
+)
+from .replay import ReplayResult
+from .resolve import Resolution, resolve_session
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One operator's request: its Idempotency-Key, who sent it and why (the note)."""
+
+    key: str
+    who: str
+    note: str | None
+
+
+@dataclass(frozen=True)
+class OperatorDesk:
+    archive: DeadLetterArchive
+    resender: MessageResender
+    seeder: SessionSeeder
+    audit: AuditTrail
+    requests: IdempotentRequests
+    confirmations: Confirmations
+    replay_requests: ReplayRequestStore
+    replay_queue: ReplayQueue
+
+    @property
+    def _replay_ports(
+        self,
+    ) -> tuple[DeadLetterArchive, MessageResender, SessionSeeder, AuditTrail]:
+        """What a replay reads, sends and records with, in the replay functions' order."""
+        return (self.archive, self.resender, self.seeder, self.audit)
+
+    def replay(self, session_id: str, ask: Ask) -> ReplayResult:
+        """``replay_for_operator``: replay the session as archived, audited."""
+        return replay_for_operator(
+            *self._replay_ports,
+            session_id,
+            key=ask.key,
+            who=ask.who,
+            note=ask.note or "",
+            requests=self.requests,
+        )
+
+    def edit_and_replay(self, session_id: str, edited: Mapping[str, str], ask: Ask) -> ReplayResult:
+        """``edit_and_replay``: replay the session with some bodies replaced, audited."""
+        return edit_and_replay(
+            *self._replay_ports,
+            session_id,
+            edited,
+            key=ask.key,
+            who=ask.who,
+            note=ask.note,
+            requests=self.requests,
+        )
+
+    def resolve(self, session_id: str, ask: Ask) -> Resolution:
+        """``resolve_session``: mark the session resolved without a replay, audited."""
+        return resolve_session(
+            self.archive,
+            self.audit,
+            session_id,
+            ask.key,
+            who=ask.who,
+            note=ask.note,
+            requests=self.requests,
+        )
+
+    def preview_bulk(self, action: BulkAction, selection: Selection) -> Preview:
+        """``preview_bulk_action``: what a bulk action would touch, and its token."""
+        return preview_bulk_action(self.archive, self.confirmations, action, selection)
+
+    def confirm_bulk(
+        self, action: BulkAction, token: str, *, who: str, note: str | None
+    ) -> ReplayRequest:
+        """``confirm_bulk_action``: queue the bulk action the token confirms."""
+        return confirm_bulk_action(
+            self.archive,
+            self.confirmations,
+            self.replay_requests,
+            self.replay_queue,
+            action,
+            token,
+            who=who,
+            note=note,
+        )
