@@ -100,41 +100,6 @@ def _submitted(result: Mapping[str, Any]) -> SubmittedOrder:
     )
 
 
-def get_order_status(
-    job_id: str,
-    *,
-    progress: OrderProgress,
-    order_numbers: OrderNumbers,
-    payments: PaymentGateway,
-    archive: DeadLetterArchive,
-    audit: AuditTrail,
-    imports: ImportProgress,
-) -> OrderStatus:
-    """Where the order stands (``shared.domain.order_status``), with the replays of its failed
-    session and their outcomes. Raises ``OrderNotFound`` when nothing was recorded of it."""
-    record = progress.get(job_id)
-    if record is None:
-        raise OrderNotFound(job_id)
-    session_id = record.session_id or job_id
-    try:
-        claim = archive.get_summary(session_id).claim
-    except SessionNotArchived:
-        claim = None
-    charge = payments.find(payment_idempotency_key(job_id))
-    status = order_status(
-        record,
-        PURCHASE_TASKS,
-        order_number=order_numbers.find(job_id),
-        charged=(charge.amount, charge.currency) if charge else None,
-        failure=archive.get_record(session_id),
-        claim=claim,
-    )
-    if claim is None:
-        return status
-    chain = replay_chain(archive, audit, Progress(progress, imports), session_id)
-    return replace(status, replays=tuple(chain))
-
-
 @dataclass(frozen=True)
 class OrderLookup:
     """Where orders stand, read from everything that records them."""
@@ -147,16 +112,32 @@ class OrderLookup:
     imports: ImportProgress
 
     def status(self, job_id: str) -> OrderStatus:
-        """``get_order_status``. Raises ``OrderNotFound``."""
-        return get_order_status(
-            job_id,
-            progress=self.progress,
-            order_numbers=self.order_numbers,
-            payments=self.payments,
-            archive=self.archive,
-            audit=self.audit,
-            imports=self.imports,
+        """Where the order stands (``shared.domain.order_status``), with the replays of its
+        failed session and their outcomes. Raises ``OrderNotFound`` when nothing was recorded
+        of it."""
+        record = self.progress.get(job_id)
+        if record is None:
+            raise OrderNotFound(job_id)
+        session_id = record.session_id or job_id
+        try:
+            claim = self.archive.get_summary(session_id).claim
+        except SessionNotArchived:
+            claim = None
+        charge = self.payments.find(payment_idempotency_key(job_id))
+        status = order_status(
+            record,
+            PURCHASE_TASKS,
+            order_number=self.order_numbers.find(job_id),
+            charged=(charge.amount, charge.currency) if charge else None,
+            failure=self.archive.get_record(session_id),
+            claim=claim,
         )
+        if claim is None:
+            return status
+        chain = replay_chain(
+            self.archive, self.audit, Progress(self.progress, self.imports), session_id
+        )
+        return replace(status, replays=tuple(chain))
 
     def find(self, reference: str) -> OrderStatus:
         """The order ``reference`` names: a job id, else an order number. Raises

@@ -13,7 +13,7 @@ from shared.domain.order_status import OrderNotFound, OrderStatus
 from shared.domain.pipelines import PURCHASE_TASKS
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.observers import order_progress_observer
-from shared.service_layer.orders import SubmittedOrder, get_order_status, submit_order
+from shared.service_layer.orders import OrderLookup, SubmittedOrder, submit_order
 from shared.service_layer.ports import DeadLetter
 from shared.service_layer.processor import IncomingMessage, Outcome, SessionProcessor
 from shared.service_layer.replay import replay_session
@@ -88,15 +88,15 @@ class Store:
             assert processor.handle(incoming, actions).outcome is Outcome.COMPLETED
 
     def status(self, job_id: str) -> OrderStatus:
-        return get_order_status(
-            job_id,
-            progress=self.progress,
-            order_numbers=self.shop.order_numbers,
-            payments=self.shop.payments,
-            archive=self.archive,
-            audit=InMemoryAuditTrail(),
-            imports=InMemoryImportProgress(),
+        lookup = OrderLookup(
+            self.progress,
+            self.shop.order_numbers,
+            self.shop.payments,
+            self.archive,
+            InMemoryAuditTrail(),
+            InMemoryImportProgress(),
         )
+        return lookup.status(job_id)
 
 
 def _letter(queue: str, session_id: str, message: TaskMessage, reason: str) -> DeadLetter:
