@@ -231,47 +231,52 @@ class ReplayIncomplete(Conflict):
         self.session_id = session_id
 
 
-def claimed_elsewhere(session_id: str, claim: ReplayClaim) -> Conflict:
+def claimed_elsewhere(session_id: str, claim: ReplayClaim) -> ClaimedElsewhere:
     """The refusal of a request that found ``claim`` holding the session."""
     if claim.action == RESOLVE:
         return AlreadyResolved(session_id, claim)
     return AlreadyReplayed(session_id, claim)
 
 
-class AlreadyResolved(Conflict):
+class ClaimedElsewhere(Conflict):
+    """Another request replayed or resolved the session first; ``claim`` is its claim."""
+
+    template = ""  # the detail, formatted with the session id and the claim
+
+    def __init__(self, session_id: str, claim: ReplayClaim) -> None:
+        super().__init__(self.template.format(session_id=session_id, claim=claim))
+        self.session_id = session_id
+        self.claim = claim
+
+
+class AlreadyResolved(ClaimedElsewhere):
     """An operator resolved the session without a replay: it is never replayed."""
 
     title = "The session was resolved"
-
-    def __init__(self, session_id: str, claim: ReplayClaim) -> None:
-        super().__init__(
-            f"Session {session_id!r} was resolved without a replay at {claim.claimed_at} "
-            f"({claim.key!r}): it is not replayed, nor resolved again. Its history says who "
-            "resolved it and why."
-        )
-        self.session_id = session_id
-        self.claim = claim
+    template = (
+        "Session {session_id!r} was resolved without a replay at {claim.claimed_at} ({claim.key!r})"
+        ": it is not replayed, nor resolved again. Its history says who resolved it and why."
+    )
 
     @property
     def members(self) -> Mapping[str, Any]:
         return {"resolution": {"idempotency_key": self.claim.key, "at": self.claim.claimed_at}}
 
 
-class AlreadyReplayed(Conflict):
+class AlreadyReplayed(ClaimedElsewhere):
     """Another replay claimed the session first: it is replayed (or being replayed) as
     ``claim.new_session_id`` under another Idempotency-Key."""
 
     title = "The session cannot be replayed now"
+    template = (
+        "Session {session_id!r} was already replayed as {claim.new_session_id!r} under another"
+        " Idempotency-Key ({claim.key!r}, claimed at {claim.claimed_at}). Follow that replay;"
+        " replay its session instead if it failed again."
+    )
 
-    def __init__(self, session_id: str, claim: ReplayClaim) -> None:
-        super().__init__(
-            f"Session {session_id!r} was already replayed as {claim.new_session_id!r} under "
-            f"another Idempotency-Key ({claim.key!r}, claimed at {claim.claimed_at}). Follow "
-            "that replay; replay its session instead if it failed again."
-        )
-        self.session_id = session_id
-        self.claim = claim
-        self.replayed_session_id = claim.new_session_id
+    @property
+    def replayed_session_id(self) -> str:
+        return self.claim.new_session_id
 
     @property
     def members(self) -> Mapping[str, Any]:
