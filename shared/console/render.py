@@ -10,6 +10,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from .views import session_path, sessions_query
+
 # style-src without 'unsafe-inline': htmx is told not to inject its indicator styles
 # (htmx-config in base.html), and the templates carry no style or script of their own.
 CONTENT_SECURITY_POLICY = "; ".join(
@@ -35,13 +37,16 @@ STATIC_TYPES = {"console.css": "text/css", "htmx.min.js": "text/javascript"}
 
 @functools.cache
 def _environment() -> Environment:
-    return Environment(
+    environment = Environment(
         loader=PackageLoader("shared.console", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    # The links every page may draw: a session's page, a list of sessions by filters.
+    environment.globals.update(session_path=session_path, query=sessions_query)
+    return environment
 
 
 def render(template: str, **context: Any) -> str:

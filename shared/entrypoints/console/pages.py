@@ -42,7 +42,6 @@ def console_overview(visit: Visit) -> func.HttpResponse:
         groups=now.groups,
         waiting_max=WAITING_COUNT_MAX,
         orders_max=ORDERS_COUNTED_MAX,
-        query=views.sessions_query,
     )
 
 
@@ -51,9 +50,7 @@ def console_overview(visit: Visit) -> func.HttpResponse:
 def console_failures(visit: Visit) -> func.HttpResponse:
     status = choice(visit.req.params.get("status"), STATUSES, "failed")
     groups = group_failed_sessions(container().archive, status=None if status == "any" else status)
-    return visit.page(
-        "failures.html", nav="failures", groups=groups, status=status, query=views.sessions_query
-    )
+    return visit.page("failures.html", nav="failures", groups=groups, status=status)
 
 
 @bp.route(route="console/sessions", methods=["GET"], auth_level=ANONYMOUS)
@@ -86,8 +83,6 @@ def console_sessions(visit: Visit) -> func.HttpResponse:
         fingerprint=wanted,
         filters=filters,
         status=status,
-        query=views.sessions_query,
-        session_path=views.session_path,
     )
 
 
@@ -109,8 +104,6 @@ def console_session(visit: Visit) -> func.HttpResponse:
         history=history,
         in_progress=any(r.outcome == "in progress" for r in history.replays),
         action_id=uuid.uuid4().hex,
-        session_path=views.session_path,
-        query=views.sessions_query,
     )
 
 
@@ -133,8 +126,6 @@ def console_order(visit: Visit) -> func.HttpResponse:
         reference=reference or "",
         order=order,
         missing=missing,
-        query=views.sessions_query,
-        session_path=views.session_path,
     )
 
 
