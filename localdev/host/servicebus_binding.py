@@ -188,21 +188,10 @@ def _encode_body(output: bytearray, raw: AmqpAnnotatedMessage) -> None:
 def _properties(raw: AmqpAnnotatedMessage) -> Properties:
     source = raw.properties
     assert source is not None
-    return Properties(
-        message_id=_message_id(source.message_id),
-        user_id=source.user_id,
-        to=source.to,
-        subject=source.subject,
-        reply_to=source.reply_to,
-        correlation_id=_message_id(source.correlation_id),
-        content_type=source.content_type,
-        content_encoding=source.content_encoding,
-        absolute_expiry_time=source.absolute_expiry_time,
-        creation_time=source.creation_time,
-        group_id=source.group_id,
-        group_sequence=source.group_sequence,
-        reply_to_group_id=source.reply_to_group_id,
-    )
+    # The SDK's message properties carry the AMQP section's field names.
+    fields = {name: getattr(source, name) for name in Properties._fields}
+    ids = {name: _message_id(fields[name]) for name in ("message_id", "correlation_id")}
+    return Properties(**{**fields, **ids})
 
 
 def _message_id(value: Any) -> Any:
