@@ -63,10 +63,10 @@ def request_bulk_replay(
         raise InvalidInput("task", "give a task and/or a reason to choose the sessions to replay")
     at = clock().isoformat()
     request = ReplayRequest(
-        request_id=str(uuid.uuid4()),
-        queue=selection.queue,
-        task=selection.task,
-        reason=selection.reason,
+        str(uuid.uuid4()),
+        selection.queue,
+        selection.task,
+        selection.reason,
         created_at=at,
         updated_at=at,
         action=action,
