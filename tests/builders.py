@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,10 +52,12 @@ def dead_letter(
     enqueued_time: datetime | None = NOW,
     delivery_count: int = 1,
     sequence_number: int | None = None,
+    extra_properties: Mapping[str, Any] | None = None,
 ) -> DeadLetter:
     """``message`` as Service Bus hands it over from ``queue``'s dead-letter queue, with
     ``reason`` (and a ``description`` naming the step unless given): its body (or ``body``, for
-    an unreadable one) and its application properties, a fresh sequence number unless given."""
+    an unreadable one) and its application properties (plus ``extra_properties``, such as the
+    trace context it was sent in), a fresh sequence number unless given."""
     return DeadLetter(
         queue=queue,
         session_id=session_id,
@@ -62,7 +65,7 @@ def dead_letter(
         message_id=message.message_id(),
         body=message.to_json() if body is None else body,
         content_type="application/json",
-        application_properties=message.application_properties(),
+        application_properties={**message.application_properties(), **(extra_properties or {})},
         reason=reason,
         description=f"{reason} at step {message.step}" if description is None else description,
         enqueued_time=enqueued_time,

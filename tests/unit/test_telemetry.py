@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import azure.functions as func
@@ -474,11 +473,14 @@ def test_an_edited_replay_is_a_replay_span_counting_its_edits_and_the_edit_is_au
         {"sku": "SCALE-MINI", "name": "Kitchen scale", "price": "24.00", "currency": "EURO"},
     )
     letter = builders.dead_letter(
-        row, "InvalidProduct:currency", queue="product-import-tasks", session_id="import-1-0000"
+        row,
+        "InvalidProduct:currency",
+        queue="product-import-tasks",
+        session_id="import-1-0000",
+        extra_properties=trace_properties(span_context(0x3, 0xC)),
     )
     dlq, archive = InMemoryDeadLetterQueue(), InMemoryDeadLetterArchive()
-    properties = {**letter.application_properties, **trace_properties(span_context(0x3, 0xC))}
-    dlq.add(replace(letter, application_properties=properties))
+    dlq.add(letter)
     archive_dead_letters(dlq, archive, queues=["product-import-tasks"])
     (archived,) = archive.list_session("import-1-0000")
     audit = InMemoryAuditTrail()
@@ -504,17 +506,16 @@ def test_an_edited_replay_is_a_replay_span_counting_its_edits_and_the_edit_is_au
 
 
 def dead_letter(session: str, step: int, reason: str, trace: dict[str, str]) -> DeadLetter:
+    """Step ``step`` of a four-step purchase, dead-lettered with ``reason`` from the order's
+    trace (its ``trace`` properties)."""
     message = TaskMessage(f"job-{session}", "purchase", f"Task{step}", step, step == 4, {})
-    return DeadLetter(
+    return builders.dead_letter(
+        message,
+        reason,
         queue="purchase-tasks",
         session_id=session,
-        sequence_number=step,
-        message_id=message.message_id(),
-        body=message.to_json(),
-        content_type="application/json",
-        application_properties={**message.application_properties(), **trace},
-        reason=reason,
         description=reason,
         enqueued_time=None,
-        delivery_count=1,
+        sequence_number=step,
+        extra_properties=trace,
     )
