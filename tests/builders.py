@@ -91,3 +91,18 @@ def purchase_dead_letter(
 ) -> DeadLetter:
     """``purchase_message(session, step)``, dead-lettered from ``queue`` with ``reason``."""
     return dead_letter(purchase_message(session, step), reason, queue=queue, session_id=session)
+
+
+def failed_purchase(
+    session: str,
+    *,
+    from_step: int = 3,
+    reason: str = "PaymentProviderUnavailable",
+    upto: int = 5,
+) -> list[DeadLetter]:
+    """The dead letters of purchase ``session`` that failed at ``from_step`` with ``reason``:
+    that step's message, then each later one up to ``upto`` as ``SessionFailed``."""
+    return [purchase_dead_letter(session, from_step, reason)] + [
+        purchase_dead_letter(session, step, "SessionFailed")
+        for step in range(from_step + 1, upto + 1)
+    ]

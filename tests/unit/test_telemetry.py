@@ -26,7 +26,6 @@ from shared.domain.envelope import TaskMessage
 from shared.entrypoints.console.frame import console_static
 from shared.entrypoints.http import traced
 from shared.service_layer.bulk_replay import request_bulk_replay, run_bulk_replay
-from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.operator_actions import edit_and_replay
 from shared.service_layer.ports import DeadLetter
 from shared.service_layer.session_messages import IncomingMessage, Outcome, Result
@@ -50,11 +49,10 @@ from shared.telemetry.tasks import task_invocation
 from tests import builders
 from tests.fakes import (
     InMemoryAuditTrail,
-    InMemoryDeadLetterArchive,
-    InMemoryDeadLetterQueue,
     InMemoryReplayRequests,
     InMemoryResender,
     InMemorySessionSeeder,
+    archive_holding,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -425,13 +423,14 @@ def test_archived_and_replayed_messages_are_counted_by_queue(recording: Recordin
 def test_an_archive_run_keeps_trace_ids_and_a_bulk_replay_links_each_session_to_its_trace(
     recording: Recording,
 ) -> None:
-    dlq, archive = InMemoryDeadLetterQueue(), InMemoryDeadLetterArchive()
     orders = {"s-1": span_context(0x1, 0xA), "s-2": span_context(0x2, 0xB)}
-    for session, context in orders.items():
-        for step, reason in ((3, "PaymentProviderUnavailable"), (4, "SessionFailed")):
-            dlq.add(dead_letter(session, step, reason, trace_properties(context)))
-
-    archive_dead_letters(dlq, archive, queues=["purchase-tasks"])
+    archive = archive_holding(
+        *(
+            dead_letter(session, step, reason, trace_properties(context))
+            for session, context in orders.items()
+            for step, reason in ((3, "PaymentProviderUnavailable"), (4, "SessionFailed"))
+        )
+    )
     requests = InMemoryReplayRequests()
     request = request_bulk_replay(requests, requests, reason="PaymentProviderUnavailable")
     run_bulk_replay(
@@ -479,9 +478,7 @@ def test_an_edited_replay_is_a_replay_span_counting_its_edits_and_the_edit_is_au
         session_id="import-1-0000",
         extra_properties=trace_properties(span_context(0x3, 0xC)),
     )
-    dlq, archive = InMemoryDeadLetterQueue(), InMemoryDeadLetterArchive()
-    dlq.add(letter)
-    archive_dead_letters(dlq, archive, queues=["product-import-tasks"])
+    archive = archive_holding(letter)
     (archived,) = archive.list_session("import-1-0000")
     audit = InMemoryAuditTrail()
 
