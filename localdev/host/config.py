@@ -111,6 +111,9 @@ def timespan(value: Any, default: float) -> float:
 
 @dataclass(frozen=True)
 class ServiceBusOptions:
+    """host.json's ``extensions.serviceBus`` (extension 5.x names, in seconds where a TimeSpan),
+    with the extension's defaults."""
+
     max_concurrent_sessions: int = 8
     max_concurrent_calls: int = 16
     session_idle_timeout: float = 60.0
@@ -120,6 +123,8 @@ class ServiceBusOptions:
 
 @dataclass(frozen=True)
 class QueueOptions:
+    """host.json's ``extensions.queues``, with the extension's defaults."""
+
     batch_size: int = 16
     new_batch_threshold: int | None = None
     visibility_timeout: float = 0.0

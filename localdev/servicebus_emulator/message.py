@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .codec import Int, Symbol, decode, decode_all, encode, skip
@@ -168,21 +168,14 @@ class Incoming:
     def stored(
         self, sequence_number: int, enqueued_at: int, expires_at: int | None, state: int
     ) -> Message:
-        """The message as an entity keeps it, once it has a sequence number."""
+        """The message as an entity keeps it, once it has a sequence number: what the sender
+        sent, and what the broker adds."""
         return Message(
+            **{sent.name: getattr(self, sent.name) for sent in fields(self)},
             sequence_number=sequence_number,
-            message_id=self.message_id,
-            session_id=self.session_id,
             enqueued_at=enqueued_at,
-            ttl_ms=self.ttl_ms,
             expires_at=expires_at,
-            annotations=self.annotations,
-            properties=self.properties,
-            application_properties=self.application_properties,
-            body=self.body,
-            header=self.header,
             state=state,
-            scheduled_at=self.scheduled_at,
         )
 
     def assign_message_id(self, message_id: str) -> None:
@@ -230,13 +223,13 @@ def parse(payload: bytes) -> Incoming:
             body += raw
     ttl = header[2] if len(header) > 2 and isinstance(header[2], int) and header[2] > 0 else None
     return Incoming(
-        message_id=message_id,
-        session_id=session_id,
-        ttl_ms=ttl,
-        scheduled_at=scheduled_at,
-        header=header,
-        annotations=annotations,
-        properties=properties,
-        application_properties=application_properties,
-        body=bytes(body),
+        message_id,
+        session_id,
+        ttl,
+        scheduled_at,
+        header,
+        annotations,
+        properties,
+        application_properties,
+        bytes(body),
     )

@@ -77,25 +77,13 @@ class TableFailedSessions:
     @translated(TABLE_STORAGE)
     def save_summary(self, summary: FailedSession) -> None:
         """Merged into the row: the failure record and the claim stay as they are."""
+        stored = {name: value for name, value in vars(summary).items() if name != "claim"}
         self._sessions.upsert_entity(
             {
+                **stored,
                 "PartitionKey": table_key(summary.session_id),
                 "RowKey": SUMMARY_ROW,
-                "session_id": summary.session_id,
-                "queue": summary.queue,
-                "failed_task": summary.failed_task,
-                "failed_step": summary.failed_step,
-                "reason": summary.reason,
-                "description": summary.description,
-                "failed_at": summary.failed_at,
-                "message_count": summary.message_count,
-                "has_last": summary.has_last,
                 "context": json.dumps(dict(summary.context), separators=(",", ":")),
-                "status": summary.status,
-                "replayed_session_id": summary.replayed_session_id,
-                "replay_key": summary.replay_key,
-                "replayed_at": summary.replayed_at,
-                "trace_id": summary.trace_id,
             },
             mode=UpdateMode.MERGE,
         )

@@ -22,26 +22,14 @@ class TableReplayRequests:
 
     @translated(TABLE_STORAGE)
     def save(self, request: ReplayRequest) -> None:
+        stored = {name: value for name, value in vars(request).items() if name != "request_id"}
         self._table.upsert_entity(
             {
+                **stored,
                 "PartitionKey": self.PARTITION,
                 "RowKey": request.request_id,
-                "queue": request.queue,
-                "task": request.task,
-                "reason": request.reason,
-                "status": request.status,
-                "found": request.found,
-                "sent": request.sent,
-                "failed": request.failed,
                 "errors": json.dumps(list(request.errors)),
-                "failure": request.failure,
-                "created_at": request.created_at,
-                "updated_at": request.updated_at,
-                "taken": request.taken,
                 "taken_sessions": json.dumps(list(request.taken_sessions)),
-                "action": request.action,
-                "who": request.who,
-                "note": request.note,
             },
             mode=UpdateMode.REPLACE,
         )

@@ -39,12 +39,12 @@ class OrderRecord:
 @dataclass(frozen=True)
 class OrderStatus:
     job_id: str
-    status: Literal["accepted", "running", "completed", "failed", "replayed"]
-    next_step: int | None  # the step that runs next (accepted, running, replayed)
-    next_task: str | None
-    order_number: str | None
-    total: str | None
-    currency: str | None
+    status: Literal["accepted", "running", "completed", "failed", "replayed"] = "accepted"
+    next_step: int | None = None  # the step that runs next (accepted, running, replayed)
+    next_task: str | None = None
+    order_number: str | None = None
+    total: str | None = None
+    currency: str | None = None
     failed_task: str | None = None
     reason: str | None = None
     description: str | None = None
@@ -84,10 +84,7 @@ def order_status(
         total = total or _text(failure.context.get("total"))
         order_number = order_number or _text(failure.context.get("order_number"))
     base = OrderStatus(
-        job_id=record.job_id,
-        status="accepted",
-        next_step=None,
-        next_task=None,
+        record.job_id,
         order_number=order_number,
         total=total,
         currency=currency,

@@ -22,6 +22,8 @@ MAX_TEXT = 256
 
 @dataclass(frozen=True)
 class OrderLine:
+    """A product of the catalogue and how many of it."""
+
     sku: str
     quantity: int
 

@@ -65,11 +65,4 @@ def purchase_messages(job_id: str, order: Order) -> list[TaskMessage]:
 
 
 def import_message(job_id: str, step: int, *, is_last: bool, row: Mapping[str, Any]) -> TaskMessage:
-    return TaskMessage(
-        job_id=job_id,
-        pipeline=PRODUCT_IMPORT,
-        task=IMPORT_PRODUCT,
-        step=step,
-        is_last=is_last,
-        payload=dict(row),
-    )
+    return TaskMessage(job_id, PRODUCT_IMPORT, IMPORT_PRODUCT, step, is_last, dict(row))

@@ -19,6 +19,7 @@ from ..service_layer.bulk_actions import bulk_action
 from ..service_layer.fingerprints import failure_fingerprints, sessions_with_fingerprint
 from ..service_layer.history import session_history
 from ..service_layer.operator_desk import Ask
+from . import views
 from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import (
     MAX_FILTER_LENGTH,
@@ -30,14 +31,6 @@ from .http_input import (
     route_value,
 )
 from .operator_views import history_view, preview_view, resolution_view
-from .views import (
-    failed_session_url,
-    replay_request_url,
-    replay_status_url,
-    replay_view,
-    request_view,
-    session_view,
-)
 
 bp = func.Blueprint()
 
@@ -66,7 +59,9 @@ def failed_session_fingerprint(req: func.HttpRequest) -> func.HttpResponse:
     """Every session (chosen as above) of one root cause."""
     wanted = route_value(req, "fingerprint")
     found = sessions_with_fingerprint(container().archive, wanted, _selected(req))
-    return json_response(200, {"fingerprint": wanted, "items": [session_view(s) for s in found]})
+    return json_response(
+        200, {"fingerprint": wanted, "items": [views.session_view(s) for s in found]}
+    )
 
 
 @bp.route(
@@ -109,7 +104,9 @@ def edit_and_replay_session(req: func.HttpRequest) -> func.HttpResponse:
     ask = Ask(key, caller(req), _text(document, "note"))
     result = container().operator_desk.edit_and_replay(session_id, edited, ask)
     return json_response(
-        202, replay_view(req, result), headers={"Location": replay_status_url(req, result)}
+        202,
+        views.replay_view(req, result),
+        headers={"Location": views.replay_status_url(req, result)},
     )
 
 
@@ -134,7 +131,7 @@ def resolve_failed_session(req: func.HttpRequest) -> func.HttpResponse:
     resolution = container().operator_desk.resolve(session_id, ask)
     view = {
         **resolution_view(resolution),
-        "failed_session_url": failed_session_url(req, session_id),
+        "failed_session_url": views.failed_session_url(req, session_id),
     }
     return json_response(200, view)
 
@@ -168,9 +165,11 @@ def confirm_bulk(req: func.HttpRequest) -> func.HttpResponse:
         who=caller(req),
         note=_text(document, "note"),
     )
-    status_url = replay_request_url(req, request.request_id)
+    status_url = views.replay_request_url(req, request.request_id)
     return json_response(
-        202, {**request_view(request), "status_url": status_url}, headers={"Location": status_url}
+        202,
+        {**views.request_view(request), "status_url": status_url},
+        headers={"Location": status_url},
     )
 
 

@@ -13,17 +13,11 @@ from ..service_layer.resolve import Resolution
 
 
 def history_view(history: SessionHistory) -> dict[str, Any]:
+    """The history as it is, but for the resolution: when and under which key, not the whole
+    claim."""
     resolved = history.resolved
-    return {
-        "session_id": history.session_id,
-        "status": history.status,
-        "failed_again": history.failed_again,
-        "resolved": {"at": resolved.claimed_at, "idempotency_key": resolved.key}
-        if resolved
-        else None,
-        "entries": [asdict(entry) for entry in history.entries],
-        "replays": [asdict(replay) for replay in history.replays],
-    }
+    resolution = {"at": resolved.claimed_at, "idempotency_key": resolved.key} if resolved else None
+    return {**asdict(history), "resolved": resolution}
 
 
 def resolution_view(resolution: Resolution) -> dict[str, Any]:
@@ -31,15 +25,10 @@ def resolution_view(resolution: Resolution) -> dict[str, Any]:
 
 
 def preview_view(preview: Preview) -> dict[str, Any]:
-    confirmation = preview.confirmation
-    return {
-        "action": confirmation.action,
-        "token": confirmation.token,
-        "sessions": confirmation.sessions,
-        "expires_at": confirmation.expires_at,
-        "selection": asdict(confirmation.selection),
-        "groups": [asdict(group) for group in preview.groups],
-    }
+    """The confirmation without its digest (which sessions it counted is the server's to
+    check), and the groups."""
+    promised = {k: v for k, v in asdict(preview.confirmation).items() if k != "digest"}
+    return {**promised, "groups": [asdict(group) for group in preview.groups]}
 
 
 def overview_view(overview: Overview) -> dict[str, Any]:

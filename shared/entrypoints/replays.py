@@ -10,6 +10,7 @@ import uuid
 import azure.functions as func
 
 from ..bootstrap import container
+from ..domain.confirmations import Selection
 from ..domain.errors import InvalidInput
 from ..domain.replays import ReplayRequestNotFound
 from ..service_layer.bulk_replay import (
@@ -39,14 +40,9 @@ def request_replay(req: func.HttpRequest) -> func.HttpResponse:
     unknown = sorted(set(document) - set(REPLAY_FIELDS))
     if unknown:
         raise InvalidInput(unknown[0], f"is not a field; use {', '.join(REPLAY_FIELDS)}")
+    selection = Selection(**{name: _optional_text(document, name) for name in REPLAY_FIELDS})
     c = container()
-    request = request_bulk_replay(
-        c.replay_requests,
-        c.replay_queue,
-        queue_name=_optional_text(document, "queue"),
-        task=_optional_text(document, "task"),
-        reason=_optional_text(document, "reason"),
-    )
+    request = request_bulk_replay(c.replay_requests, c.replay_queue, selection)
     status_url = replay_request_url(req, request.request_id)
     return json_response(
         202, {**request_view(request), "status_url": status_url}, headers={"Location": status_url}

@@ -85,17 +85,8 @@ def confirm_bulk_action(
     confirmation = confirmations.redeem(token)
     sessions = _selected(archive, confirmation.selection)
     check(confirmation, action, (s[0] for s in sessions), clock())
-    selection = confirmation.selection
     return request_bulk_replay(
-        requests,
-        queue,
-        queue_name=selection.queue,
-        task=selection.task,
-        reason=selection.reason,
-        action=action,
-        who=who,
-        note=why,
-        clock=clock,
+        requests, queue, confirmation.selection, action=action, who=who, note=why, clock=clock
     )
 
 

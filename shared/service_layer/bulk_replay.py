@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from ..domain.archive import (
@@ -23,10 +23,11 @@ from ..domain.archive import (
     SessionNotArchived,
 )
 from ..domain.audit import AuditEntry
+from ..domain.confirmations import Selection
 from ..domain.errors import InvalidInput, SessionLocked
 from ..domain.replays import BulkAction, ReplayRequest
 from ..telemetry.operations import operation_span
-from .operator_ports import AuditTrail
+from .operator_ports import AuditTrail, ReplayPorts
 from .ports import (
     DeadLetterArchive,
     MessageResender,
@@ -48,25 +49,24 @@ def _now() -> datetime:
 def request_bulk_replay(
     store: ReplayRequestStore,
     queue: ReplayQueue,
+    selection: Selection,
     *,
-    queue_name: str | None = None,
-    task: str | None = None,
-    reason: str | None = None,
     action: BulkAction = "replay",
     who: str = "",
     note: str = "",
     clock: Clock = _now,
 ) -> ReplayRequest:
-    """Save the request (queued) and put it on the replay queue. A request that was saved but
-    could not be queued is saved again as failed, then the error is raised."""
-    if not (task or reason):
+    """Save the request (queued) for the sessions ``selection`` chooses by queue, task and
+    reason, and put it on the replay queue. A request that was saved but could not be queued
+    is saved again as failed, then the error is raised."""
+    if not (selection.task or selection.reason):
         raise InvalidInput("task", "give a task and/or a reason to choose the sessions to replay")
     at = clock().isoformat()
     request = ReplayRequest(
-        request_id=str(uuid.uuid4()),
-        queue=queue_name,
-        task=task,
-        reason=reason,
+        str(uuid.uuid4()),
+        selection.queue,
+        selection.task,
+        selection.reason,
         created_at=at,
         updated_at=at,
         action=action,
@@ -96,14 +96,6 @@ def get_bulk_replay(store: ReplayRequestStore, request_id: str) -> ReplayRequest
     return store.get(request_id)
 
 
-@dataclass(frozen=True)
-class _Actors:
-    archive: DeadLetterArchive
-    resender: MessageResender
-    seeder: SessionSeeder
-    audit: AuditTrail
-
-
 def run_bulk_replay(
     store: ReplayRequestStore,
     archive: DeadLetterArchive,
@@ -124,7 +116,7 @@ def run_bulk_replay(
     failed, so it counts those afresh (``sent``) and recounts the rest instead of adding to
     the totals the earlier run saved. ``taken`` counts the sessions of the pages it read that
     another request had claimed."""
-    actors = _Actors(archive, resender, seeder, audit)
+    actors = ReplayPorts(archive, resender, seeder, audit)
     request = store.get(request_id)
     if request.status in ("completed", "failed"):
         return request
@@ -159,7 +151,7 @@ def run_bulk_replay(
 
 
 def _act_on_one(
-    actors: _Actors, request: ReplayRequest, summary: FailedSession, key: str, clock: Clock
+    actors: ReplayPorts, request: ReplayRequest, summary: FailedSession, key: str, clock: Clock
 ) -> ReplayRequest:
     found = request.found + 1
     session_id = summary.session_id

@@ -11,7 +11,7 @@ from ..domain.replays import BulkAction, ReplayRequest
 from .bulk_actions import confirm_bulk_action, preview_bulk_action
 from .idempotency import IdempotentRequests
 from .operator_actions import edit_and_replay, replay_for_operator
-from .operator_ports import AuditTrail, Confirmations
+from .operator_ports import AuditTrail, Confirmations, ReplayPorts
 from .ports import (
     DeadLetterArchive,
     MessageResender,
@@ -44,11 +44,8 @@ class OperatorDesk:
     replay_queue: ReplayQueue
 
     @property
-    def _replay_ports(
-        self,
-    ) -> tuple[DeadLetterArchive, MessageResender, SessionSeeder, AuditTrail]:
-        """What a replay reads, sends and records with, in the replay functions' order."""
-        return (self.archive, self.resender, self.seeder, self.audit)
+    def _replay_ports(self) -> ReplayPorts:
+        return ReplayPorts(self.archive, self.resender, self.seeder, self.audit)
 
     def replay(self, session_id: str, ask: Ask) -> ReplayResult:
         """``replay_for_operator``: replay the session as archived, audited."""

@@ -1,13 +1,15 @@
 """The outside world as the operator's services see it (the console's and the API's): dead
 letters still waiting to be archived, the audit trail of operators' actions, and bulk actions'
-confirmation tokens. Real adapters in ``shared.adapters``, twins in ``tests/fakes.py``."""
+confirmation tokens; and the ports an operator's replay or resolution of one session uses.
+Real adapters in ``shared.adapters``, twins in ``tests/fakes.py``."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ..domain.audit import AuditEntry
 from ..domain.confirmations import BulkAction, Confirmation, Selection
+from .ports import DeadLetterArchive, MessageResender, SessionSeeder
 
 
 class DeadLetterCounter(Protocol):
@@ -35,3 +37,13 @@ class Confirmations(Protocol):
     def redeem(self, token: str) -> Confirmation:
         """Once per token; raises ``ConfirmationRefused`` when unknown or already redeemed."""
         ...
+
+
+class ReplayPorts(NamedTuple):
+    """What replaying or resolving one session reads, sends and records with (in the order
+    ``replay_for_operator`` and ``edit_and_replay`` take them)."""
+
+    archive: DeadLetterArchive
+    resender: MessageResender
+    seeder: SessionSeeder
+    audit: AuditTrail

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from azure.servicebus import (
     ServiceBusClient,
@@ -80,8 +80,7 @@ class Topic:
         return Subscription(self.name, name)
 
 
-@dataclass(frozen=True)
-class Subscription:
+class Subscription(NamedTuple):
     """A topic's subscription (received from with a subscription receiver)."""
 
     topic: str

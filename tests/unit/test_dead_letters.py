@@ -16,6 +16,7 @@ from shared.domain.archive import (
     replay_session_id,
     row_key,
 )
+from shared.domain.confirmations import Selection
 from shared.domain.envelope import TaskMessage, parse_task_message
 from shared.domain.errors import InvalidInput, PermanentTaskError
 from shared.domain.pipelines import PRODUCT_IMPORT, import_message
@@ -250,8 +251,10 @@ def test_bulk_replay_replays_every_matching_session_and_reports_progress(world) 
     seen: set[str] = set()
 
     with pytest.raises(InvalidInput):
-        request_bulk_replay(requests, requests)
-    request = request_bulk_replay(requests, requests, reason="PaymentProviderUnavailable")
+        request_bulk_replay(requests, requests, Selection())
+    request = request_bulk_replay(
+        requests, requests, Selection(reason="PaymentProviderUnavailable")
+    )
     assert requests.queued == [request.request_id] and request.status == "queued"
 
     done = run_bulk_replay(
@@ -284,7 +287,7 @@ def test_bulk_replay_replays_every_matching_session_and_reports_progress(world) 
 
 def test_a_bulk_replay_that_keeps_failing_says_so_in_its_status() -> None:
     requests = InMemoryReplayRequests()
-    request = request_bulk_replay(requests, requests, task="ProcessPayment")
+    request = request_bulk_replay(requests, requests, Selection(task="ProcessPayment"))
     failed = mark_bulk_replay_failed(requests, request.request_id, "storage unreachable")
     assert (failed.status, failed.failure) == ("failed", "storage unreachable")
 
@@ -297,7 +300,7 @@ def test_a_bulk_replay_that_cannot_be_queued_is_failed_not_queued_forever() -> N
             raise ConnectionError("queue service unreachable")
 
     with pytest.raises(ConnectionError):
-        request_bulk_replay(requests, Unreachable(), task="ProcessPayment")
+        request_bulk_replay(requests, Unreachable(), Selection(task="ProcessPayment"))
 
     [request] = requests.requests.values()
     assert request.status == "failed" and request.sent == 0
@@ -500,7 +503,7 @@ def test_bulk_replay_by_reason_replays_import_sessions(world) -> None:
     dlq.add(*failed_purchase("pay-0", reason=CATALOG_DOWN, upto=4))  # incomplete: waits
     archive_dead_letters(dlq, archive, queues=[IMPORT_QUEUE, "purchase-tasks"])
     requests = InMemoryReplayRequests()
-    request = request_bulk_replay(requests, requests, reason=CATALOG_DOWN)
+    request = request_bulk_replay(requests, requests, Selection(reason=CATALOG_DOWN))
     resender = InMemoryResender()
 
     done = run_bulk_replay(
@@ -558,7 +561,9 @@ def bulk_world(world) -> tuple[InMemoryDeadLetterArchive, InMemoryReplayRequests
     failed_import(dlq, "imp-0", (3, 7))
     archive_dead_letters(dlq, archive, queues=["purchase-tasks", IMPORT_QUEUE])
     requests = InMemoryReplayRequests()
-    request = request_bulk_replay(requests, requests, reason="PaymentProviderUnavailable")
+    request = request_bulk_replay(
+        requests, requests, Selection(reason="PaymentProviderUnavailable")
+    )
     return archive, requests, request.request_id
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from shared.domain.archive import AlreadyReplayed, ReplayIncomplete, replay_session_id
+from shared.domain.confirmations import Selection
 from shared.service_layer.bulk_replay import request_bulk_replay, run_bulk_replay
 from shared.service_layer.replay import replay_session
 from tests.builders import failed_purchase
@@ -141,8 +142,8 @@ def test_ten_concurrent_replays_with_ten_keys_send_the_session_once() -> None:
 def test_two_bulk_replays_of_one_group_replay_each_session_once_and_report_what_was_taken() -> None:
     archive = archive_of("s-1", "s-2", "s-3")
     requests = InMemoryReplayRequests()
-    one = request_bulk_replay(requests, requests, reason="PaymentProviderUnavailable")
-    two = request_bulk_replay(requests, requests, reason="PaymentProviderUnavailable")
+    one = request_bulk_replay(requests, requests, Selection(reason="PaymentProviderUnavailable"))
+    two = request_bulk_replay(requests, requests, Selection(reason="PaymentProviderUnavailable"))
     first, second = InMemoryResender(), InMemoryResender()
 
     def run(request_id: str, ports: Any, resender: InMemoryResender) -> Any:

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, StatusCode, TraceFlags
 
+from shared.domain.confirmations import Selection
 from shared.domain.envelope import TaskMessage
 from shared.entrypoints.console.frame import console_static
 from shared.entrypoints.http import traced
@@ -432,7 +433,9 @@ def test_an_archive_run_keeps_trace_ids_and_a_bulk_replay_links_each_session_to_
         )
     )
     requests = InMemoryReplayRequests()
-    request = request_bulk_replay(requests, requests, reason="PaymentProviderUnavailable")
+    request = request_bulk_replay(
+        requests, requests, Selection(reason="PaymentProviderUnavailable")
+    )
     run_bulk_replay(
         requests,
         archive,

@@ -6,6 +6,7 @@ by one service and answered with a redirect to the session's page, which shows t
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import azure.functions as func
 
@@ -14,7 +15,7 @@ from ...console import views
 from ...domain.errors import InvalidInput
 from ...service_layer.failed_sessions import get_failed_session
 from ...service_layer.operator_actions import console_key
-from ...service_layer.operator_desk import Ask
+from ...service_layer.operator_desk import Ask, OperatorDesk
 from ..http_input import route_value
 from .frame import ANONYMOUS, Visit, console_view, redirect
 
@@ -25,9 +26,7 @@ BODY = "body:"  # the form field of an edited body: body:<row key>
 @bp.route(route="console/sessions/{session_id}/replay", methods=["POST"], auth_level=ANONYMOUS)
 @console_view
 def console_replay(visit: Visit) -> func.HttpResponse:
-    session_id = route_value(visit.req, "session_id")
-    container().operator_desk.replay(session_id, _ask(visit))
-    return redirect(views.session_path(visit.base, session_id))
+    return _act_on_session(visit, OperatorDesk.replay)
 
 
 @bp.route(route="console/sessions/{session_id}/edit", methods=["GET", "POST"], auth_level=ANONYMOUS)
@@ -65,8 +64,15 @@ def console_edit(visit: Visit) -> func.HttpResponse:
 @console_view
 def console_resolve(visit: Visit) -> func.HttpResponse:
     """Resolve the session without a replay, with a required note."""
+    return _act_on_session(visit, OperatorDesk.resolve)
+
+
+def _act_on_session(
+    visit: Visit, act: Callable[[OperatorDesk, str, Ask], object]
+) -> func.HttpResponse:
+    """Carry out the form's action on the route's session, then show the session's page."""
     session_id = route_value(visit.req, "session_id")
-    container().operator_desk.resolve(session_id, _ask(visit))
+    act(container().operator_desk, session_id, _ask(visit))
     return redirect(views.session_path(visit.base, session_id))
 
 

@@ -12,16 +12,12 @@ from ...bootstrap import container
 from ...console import views
 from ...domain.archive import SummaryFilter
 from ...domain.errors import NotFound
-from ...service_layer.failed_sessions import (
-    MAX_PAGE_SIZE,
-    get_failed_session,
-    group_failed_sessions,
-    list_failed_sessions,
-)
+from ...service_layer import failed_sessions
 from ...service_layer.fingerprints import failure_fingerprints, sessions_with_fingerprint
 from ...service_layer.history import session_history
 from ...service_layer.imports import get_import_status
 from ...service_layer.overview import ORDERS_COUNTED_MAX, WAITING_COUNT_MAX, overview
+from ...service_layer.ports import Page
 from ..http_input import MAX_ID_LENGTH, query_text, route_value
 from .frame import ANONYMOUS, Visit, choice, console_view
 
@@ -49,7 +45,9 @@ def console_overview(visit: Visit) -> func.HttpResponse:
 @console_view
 def console_failures(visit: Visit) -> func.HttpResponse:
     status = choice(visit.req.params.get("status"), STATUSES, "failed")
-    groups = group_failed_sessions(container().archive, status=None if status == "any" else status)
+    groups = failed_sessions.group_failed_sessions(
+        container().archive, status=None if status == "any" else status
+    )
     return visit.page("failures.html", nav="failures", groups=groups, status=status)
 
 
@@ -65,20 +63,18 @@ def console_sessions(visit: Visit) -> func.HttpResponse:
     wanted = query_text(visit.req, "fingerprint")
     causes = failure_fingerprints(archive, selected)
     if wanted:
-        sessions, continuation = sessions_with_fingerprint(archive, wanted, selected), None
+        page = Page(sessions_with_fingerprint(archive, wanted, selected))
     else:
-        page = list_failed_sessions(
+        page = failed_sessions.list_failed_sessions(
             archive,
             selected,
-            page_size=MAX_PAGE_SIZE,
+            page_size=failed_sessions.MAX_PAGE_SIZE,
             continuation=params.get("continuation") or None,
         )
-        sessions, continuation = page.items, page.continuation
     return visit.page(
         "sessions.html",
         nav="failures",
-        sessions=sessions,
-        continuation=continuation,
+        page=page,
         causes=causes,
         fingerprint=wanted,
         filters=filters,
@@ -93,7 +89,7 @@ def console_session(visit: Visit) -> func.HttpResponse:
     in progress) and its timeline; the actions an operator may take on it."""
     session_id = route_value(visit.req, "session_id")
     c = container()
-    summary, rows = get_failed_session(c.archive, session_id)
+    summary, rows = failed_sessions.get_failed_session(c.archive, session_id)
     history = session_history(c.archive, c.audit_trail, c.replay_progress, session_id)
     return visit.page(
         "session.html",
