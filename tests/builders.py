@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,10 +52,12 @@ def dead_letter(
     enqueued_time: datetime | None = NOW,
     delivery_count: int = 1,
     sequence_number: int | None = None,
+    extra_properties: Mapping[str, Any] | None = None,
 ) -> DeadLetter:
     """``message`` as Service Bus hands it over from ``queue``'s dead-letter queue, with
     ``reason`` (and a ``description`` naming the step unless given): its body (or ``body``, for
-    an unreadable one) and its application properties, a fresh sequence number unless given."""
+    an unreadable one) and its application properties (plus ``extra_properties``, such as the
+    trace context it was sent in), a fresh sequence number unless given."""
     return DeadLetter(
         queue=queue,
         session_id=session_id,
@@ -62,7 +65,7 @@ def dead_letter(
         message_id=message.message_id(),
         body=message.to_json() if body is None else body,
         content_type="application/json",
-        application_properties=message.application_properties(),
+        application_properties={**message.application_properties(), **(extra_properties or {})},
         reason=reason,
         description=f"{reason} at step {message.step}" if description is None else description,
         enqueued_time=enqueued_time,
@@ -88,3 +91,18 @@ def purchase_dead_letter(
 ) -> DeadLetter:
     """``purchase_message(session, step)``, dead-lettered from ``queue`` with ``reason``."""
     return dead_letter(purchase_message(session, step), reason, queue=queue, session_id=session)
+
+
+def failed_purchase(
+    session: str,
+    *,
+    from_step: int = 3,
+    reason: str = "PaymentProviderUnavailable",
+    upto: int = 5,
+) -> list[DeadLetter]:
+    """The dead letters of purchase ``session`` that failed at ``from_step`` with ``reason``:
+    that step's message, then each later one up to ``upto`` as ``SessionFailed``."""
+    return [purchase_dead_letter(session, from_step, reason)] + [
+        purchase_dead_letter(session, step, "SessionFailed")
+        for step in range(from_step + 1, upto + 1)
+    ]

@@ -29,6 +29,7 @@ from shared.domain.payments import Charge, PaymentDeclined, PaymentProviderUnava
 from shared.domain.products import Product
 from shared.domain.receipts import Receipt
 from shared.domain.replays import BulkAction, ReplayRequest, ReplayRequestNotFound
+from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.ports import DeadLetter, Email, OutgoingMessage, Page
 
 
@@ -180,8 +181,9 @@ class InMemoryDeadLetterQueue:
         self.completed: list[DeadLetter] = []
         self.crash_on_complete: Exception | None = None  # simulate a worker dying
 
-    def add(self, letter: DeadLetter) -> None:
-        self.letters.setdefault(letter.queue, []).append(letter)
+    def add(self, *letters: DeadLetter) -> None:
+        for letter in letters:
+            self.letters.setdefault(letter.queue, []).append(letter)
 
     @contextmanager
     def open(self, queue: str) -> Iterator[InMemoryDeadLetterReader]:
@@ -280,6 +282,14 @@ class InMemoryDeadLetterArchive:
         page = matching[:page_size]
         rest = matching[page_size:]
         return Page(page, rest[0].session_id if rest else None)
+
+
+def archive_holding(*letters: DeadLetter) -> InMemoryDeadLetterArchive:
+    """A fresh archive after an archive run over the dead-letter queues holding ``letters``."""
+    dlq, archive = InMemoryDeadLetterQueue(), InMemoryDeadLetterArchive()
+    dlq.add(*letters)
+    archive_dead_letters(dlq, archive, queues=sorted(dlq.letters))
+    return archive
 
 
 class InMemoryResender:

@@ -26,8 +26,7 @@ from shared.entrypoints.operator_http import (
 )
 from shared.entrypoints.orders_http import get_order_by_number
 from shared.entrypoints.overview_http import get_overview
-from shared.service_layer.ports import DeadLetter
-from tests.builders import order_document
+from tests.builders import dead_letter, order_document
 
 from .conftest import StorageApp, host_route_value
 from .test_dead_letters import (
@@ -135,18 +134,14 @@ def test_edit_and_replay_checks_the_edit_before_sending_and_audits_the_diff(
         payload=order_document(currency="EURO"),
     )
     storage_app.dead_letters.add(
-        DeadLetter(
+        dead_letter(
+            message,
+            "InvalidOrder",
             queue="purchase-tasks",
             session_id=session,
-            sequence_number=1,
-            message_id=message.message_id(),
-            body=message.to_json(),
-            content_type="application/json",
-            application_properties=message.application_properties(),
-            reason="InvalidOrder",
             description="currency: EURO is no currency",
             enqueued_time=None,
-            delivery_count=1,
+            sequence_number=1,
         )
     )
     run_timer()

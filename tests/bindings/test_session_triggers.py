@@ -12,7 +12,10 @@ import pytest
 from azure_functions_runtime.bindings.context import Context
 from azure_functions_runtime.bindings.retrycontext import RetryContext
 from azure_functions_runtime.bindings.tracecontext import TraceContext
-from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
+from azurefunctions.extensions.bindings.servicebus import (
+    ServiceBusMessageActions,
+    ServiceBusReceivedMessage,
+)
 from azurefunctions.extensions.bindings.servicebus.serviceBusMessageActions import (
     SettlementError,
 )
@@ -20,7 +23,11 @@ from azurefunctions.extensions.bindings.servicebus.serviceBusMessageActions impo
 from shared.domain.envelope import TaskMessage
 from shared.domain.pipelines import PRODUCT_IMPORT, PURCHASE
 from shared.entrypoints.servicebus_actions import FunctionSessionActions, incoming_message
-from shared.entrypoints.session_queues import product_import_tasks, purchase_tasks
+from shared.entrypoints.session_queues import (
+    SessionTrigger,
+    product_import_tasks,
+    purchase_tasks,
+)
 
 from .conftest import RecordingSettlement, Twins, received_message
 
@@ -44,12 +51,25 @@ def _task(task: str, step: int, *, is_last: bool = False, pipeline: str = PURCHA
     return TaskMessage("job-1", pipeline, task, step, is_last, {}).to_json()
 
 
+def deliver(
+    trigger: SessionTrigger,
+    actions: ServiceBusMessageActions,
+    body: bytes,
+    *,
+    session_id: str = SESSION,
+    **received: Any,
+) -> ServiceBusReceivedMessage:
+    """``body`` handed to ``trigger`` as the worker hands a message of ``session_id`` over
+    (``received``: more of ``received_message``'s fields); the message it was handed."""
+    message = received_message(body, session_id=session_id, **received)
+    trigger(message, actions, invocation())
+    return message
+
+
 def test_a_successful_task_is_completed_and_its_state_kept_for_the_next_step(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    message = received_message(_task("First", 1), session_id=SESSION)
-
-    purchase_tasks(message, message_actions, invocation())
+    message = deliver(purchase_tasks, message_actions, _task("First", 1))
 
     assert settlement.settlements() == [("complete", str(message.lock_token))]
     assert json.loads(settlement.states[SESSION])["next_step"] == 2
@@ -59,12 +79,8 @@ def test_a_successful_task_is_completed_and_its_state_kept_for_the_next_step(
 def test_the_next_step_reads_the_state_through_get_session_state_over_grpc(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    purchase_tasks(
-        received_message(_task("First", 1), session_id=SESSION), message_actions, invocation()
-    )
-    second = received_message(_task("Second", 2, is_last=True), session_id=SESSION)
-
-    purchase_tasks(second, message_actions, invocation())
+    deliver(purchase_tasks, message_actions, _task("First", 1))
+    second = deliver(purchase_tasks, message_actions, _task("Second", 2, is_last=True))
 
     assert ("get_session_state", SESSION) in settlement.calls
     assert settlement.settlements()[-1] == ("complete", str(second.lock_token))
@@ -79,9 +95,7 @@ def test_the_next_step_reads_the_state_through_get_session_state_over_grpc(
 def test_a_failing_task_is_dead_lettered_with_a_reason_a_person_can_act_on(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    message = received_message(_task("Declined", 1), session_id=SESSION)
-
-    purchase_tasks(message, message_actions, invocation())
+    message = deliver(purchase_tasks, message_actions, _task("Declined", 1))
 
     [(kind, (lock_token, reason, description))] = settlement.settlements()
     assert (kind, lock_token, reason) == ("deadletter", str(message.lock_token), "PaymentDeclined")
@@ -93,12 +107,10 @@ def test_a_transient_failure_is_abandoned_for_another_attempt_then_dead_lettered
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
     # No delivery count, as Azure hands the message over: the app counts in the state.
-    first = received_message(_task("Flaky", 1), session_id=SESSION, delivery_count=None)
-    last = received_message(_task("Flaky", 1), session_id=SESSION, delivery_count=None)
-
-    purchase_tasks(first, message_actions, invocation())
+    flaky = _task("Flaky", 1)
+    first = deliver(purchase_tasks, message_actions, flaky, delivery_count=None)
     assert json.loads(settlement.states[SESSION])["attempts"]["failed"] == 1
-    purchase_tasks(last, message_actions, invocation())  # attempt 2 of 2
+    deliver(purchase_tasks, message_actions, flaky, delivery_count=None)  # attempt 2 of 2
 
     [abandoned, (kind, (_, reason, description))] = settlement.settlements()
     assert abandoned == ("abandon", str(first.lock_token))
@@ -112,17 +124,13 @@ def test_a_transient_failure_is_abandoned_for_another_attempt_then_dead_lettered
 def test_a_last_message_redelivered_after_its_completion_failed_ends_the_session_once(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    purchase_tasks(
-        received_message(_task("First", 1), session_id=SESSION), message_actions, invocation()
-    )
+    deliver(purchase_tasks, message_actions, _task("First", 1))
     body = _task("Second", 2, is_last=True)
     settlement.fail_once.add("complete")
     with pytest.raises(SettlementError):
-        purchase_tasks(received_message(body, session_id=SESSION), message_actions, invocation())
+        deliver(purchase_tasks, message_actions, body)
     assert json.loads(settlement.states[SESSION])["next_step"] == 3  # kept for the redelivery
-    again = received_message(body, session_id=SESSION, delivery_count=None)
-
-    purchase_tasks(again, message_actions, invocation())
+    again = deliver(purchase_tasks, message_actions, body, delivery_count=None)
 
     assert settlement.settlements()[-1] == ("complete", str(again.lock_token))
     assert SESSION not in settlement.states
@@ -132,12 +140,8 @@ def test_a_last_message_redelivered_after_its_completion_failed_ends_the_session
 def test_a_redelivered_finished_step_is_completed_without_running_again(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    purchase_tasks(
-        received_message(_task("First", 1), session_id=SESSION), message_actions, invocation()
-    )
-    again = received_message(_task("First", 1), session_id=SESSION, delivery_count=1)
-
-    purchase_tasks(again, message_actions, invocation())
+    deliver(purchase_tasks, message_actions, _task("First", 1))
+    again = deliver(purchase_tasks, message_actions, _task("First", 1), delivery_count=1)
 
     assert settlement.settlements()[-1] == ("complete", str(again.lock_token))
 
@@ -145,9 +149,7 @@ def test_a_redelivered_finished_step_is_completed_without_running_again(
 def test_an_unreadable_import_row_is_dead_lettered_as_malformed(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    message = received_message(b"not json", session_id="import-1")
-
-    product_import_tasks(message, message_actions, invocation())
+    deliver(product_import_tasks, message_actions, b"not json", session_id="import-1")
 
     [(kind, (_, reason, description))] = settlement.settlements()
     assert (kind, reason) == ("deadletter", "MalformedMessage")
@@ -158,9 +160,7 @@ def test_an_import_row_is_completed(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
     body = _task("ImportProduct", 1, is_last=True, pipeline=PRODUCT_IMPORT)
-    message = received_message(body, session_id="import-1")
-
-    product_import_tasks(message, message_actions, invocation())
+    message = deliver(product_import_tasks, message_actions, body, session_id="import-1")
 
     assert settlement.settlements() == [("complete", str(message.lock_token))]
     assert settlement.calls[-1] == ("release_session", "import-1")
@@ -169,12 +169,8 @@ def test_an_import_row_is_completed(
 def test_a_dead_lettered_last_message_releases_its_session(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    purchase_tasks(
-        received_message(_task("Declined", 1), session_id=SESSION), message_actions, invocation()
-    )
-    last = received_message(_task("Second", 2, is_last=True), session_id=SESSION)
-
-    purchase_tasks(last, message_actions, invocation())
+    deliver(purchase_tasks, message_actions, _task("Declined", 1))
+    last = deliver(purchase_tasks, message_actions, _task("Second", 2, is_last=True))
 
     (kind, (lock_token, reason, _)) = settlement.settlements()[-1]
     assert (kind, lock_token, reason) == ("deadletter", str(last.lock_token), "SessionFailed")
@@ -185,11 +181,13 @@ def test_a_dead_lettered_last_message_releases_its_session(
 def test_an_unreadable_last_import_row_releases_its_session(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    last = received_message(
-        b"not json", session_id="import-2", application_properties={b"step": 7, b"is_last": True}
+    deliver(
+        product_import_tasks,
+        message_actions,
+        b"not json",
+        session_id="import-2",
+        application_properties={b"step": 7, b"is_last": True},
     )
-
-    product_import_tasks(last, message_actions, invocation())
 
     [(kind, (_, reason, _))] = settlement.settlements()
     assert (kind, reason) == ("deadletter", "MalformedMessage")

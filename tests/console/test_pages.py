@@ -20,6 +20,7 @@ from localdev.demo.catalogue import FIELDS
 from shared.adapters.table_import_manifests import IMPORT_JOBS_TABLE, TableManifestStore
 from shared.domain.import_jobs import JobManifest
 from tests import polling
+from tests.builders import order_document
 from tests.console.conftest import (
     HOST_KEY,
     SCRIPT_FIELD,
@@ -194,13 +195,12 @@ def test_the_overview_counts_follow_new_failures_without_a_reload(
     failed = page.locator(".tiles div").filter(has_text="Failed sessions").locator("dd")
     before = int(failed.inner_text())
     page.evaluate("window.__same_page = true")
-    order = {
-        "customer_email": "late@example.com",
-        "customer_name": "Late Declined",
-        "card_token": "tok_declined",
-        "currency": "EUR",
-        "lines": [{"sku": "TEA-ASSAM", "quantity": 1}],
-    }
+    order = order_document(
+        customer_email="late@example.com",
+        customer_name="Late Declined",
+        card_token="tok_declined",
+        lines=[{"sku": "TEA-ASSAM", "quantity": 1}],
+    )
     console.api.submit_order(order, idempotency_key=f"console-live-{uuid.uuid4()}")
     expect(failed).to_have_text(str(before + 1), timeout=60_000)
     assert page.evaluate("window.__same_page") is True  # htmx swapped it in place

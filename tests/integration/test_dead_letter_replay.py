@@ -53,6 +53,7 @@ from shared.service_layer.import_tasks import import_product
 from shared.service_layer.orders import submit_order
 from shared.service_layer.processor import FailurePolicy, Outcome, SessionProcessor
 from shared.service_layer.replay import replay_session
+from tests.builders import order_document
 
 from .conftest import POOL_LOCK_SECONDS, ServiceBusEmulator, SmtpInbox
 from .servicebus import (
@@ -722,13 +723,7 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
         Product(sku=sku, name="Teapot", price=Decimal("20.00"), currency="EUR")
     )
     order = submit_order(
-        {
-            "customer_email": "ada@example.com",
-            "customer_name": "Ada",
-            "card_token": card,
-            "currency": "EUR",
-            "lines": [{"sku": sku, "quantity": 2}],
-        },
+        order_document(card_token=card, lines=[{"sku": sku, "quantity": 2}]),
         sender=during_outage.task_sender,
         queue_name=session_queue,
     )

@@ -47,6 +47,7 @@ from shared.service_layer.observers import import_progress_observer
 from shared.service_layer.ports import SessionActions
 from shared.service_layer.processor import RetryPolicy, SessionProcessor
 from shared.service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
+from tests.builders import order_document
 
 from .conftest import SmtpInbox
 from .servicebus import SessionRunner, send_tasks
@@ -177,15 +178,7 @@ def test_each_task_message_costs_the_round_trips_the_processor_doc_lists(
     )
 
     def order(card: str) -> Any:
-        return parse_order(
-            {
-                "customer_email": "ada@example.com",
-                "customer_name": "Ada",
-                "card_token": card,
-                "currency": "EUR",
-                "lines": [{"sku": sku, "quantity": 2}],
-            }
-        )
+        return parse_order(order_document(card_token=card, lines=[{"sku": sku, "quantity": 2}]))
 
     paid = measure(PURCHASE, f"ok-{run}", purchase_messages(f"ok-{run}", order("tok_visa")))
     declined = measure(PURCHASE, f"no-{run}", purchase_messages(f"no-{run}", order(DECLINED)))

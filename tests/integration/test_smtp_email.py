@@ -16,6 +16,7 @@ from shared.domain.mailboxes import parse_mailbox
 from shared.domain.orders import Order, parse_order
 from shared.service_layer.ports import Attachment, Email
 from shared.service_layer.purchase_tasks import receipt_email as purchase_receipt
+from tests.builders import order_document
 
 from .conftest import SmtpInbox
 from .test_receipt_pdf import RECEIPT
@@ -124,13 +125,9 @@ def test_a_malformed_address_is_refused_not_sent_elsewhere(smtp_inbox: SmtpInbox
 # Anything the API accepts can be mailed ---------------------------------------------------------
 def order(email: str, name: str) -> Order:
     return parse_order(
-        {
-            "customer_email": email,
-            "customer_name": name,
-            "card_token": "tok_visa",
-            "currency": "EUR",
-            "lines": [{"sku": "MUG-1", "quantity": 1}],
-        }
+        order_document(
+            customer_email=email, customer_name=name, lines=[{"sku": "MUG-1", "quantity": 1}]
+        )
     )
 
 

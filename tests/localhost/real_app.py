@@ -24,6 +24,7 @@ from shared.bootstrap import use_container
 from shared.domain.envelope import TaskMessage
 from shared.domain.orders import parse_order
 from shared.domain.pipelines import import_message
+from tests.builders import order_document
 
 from .conftest import APP_IMPORT_QUEUE, APP_PURCHASE_QUEUE
 
@@ -139,13 +140,9 @@ def import_session(job: str, skus: list[str]) -> list[TaskMessage]:
 
 def order(sku: str, card: str = "tok_visa") -> Any:
     return parse_order(
-        {
-            "customer_email": "ada@example.com",
-            "customer_name": "Ada Lovelace",
-            "card_token": card,
-            "currency": "EUR",
-            "lines": [{"sku": sku, "quantity": 2}],
-        }
+        order_document(
+            customer_name="Ada Lovelace", card_token=card, lines=[{"sku": sku, "quantity": 2}]
+        )
     )
 
 

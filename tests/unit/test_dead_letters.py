@@ -39,7 +39,7 @@ from shared.service_layer.processor import (
     SessionProcessor,
 )
 from shared.service_layer.replay import replay_session
-from tests.builders import NOW, dead_letter, purchase_dead_letter
+from tests.builders import NOW, dead_letter, failed_purchase, purchase_dead_letter
 from tests.fakes import (
     InMemoryAuditTrail,
     InMemoryDeadLetterArchive,
@@ -52,19 +52,6 @@ from tests.fakes import (
 )
 
 
-def failed_purchase(
-    dlq: InMemoryDeadLetterQueue,
-    session: str,
-    *,
-    from_step: int = 3,
-    reason: str = "PaymentProviderUnavailable",
-    upto: int = 5,
-) -> None:
-    dlq.add(purchase_dead_letter(session, from_step, reason))
-    for step in range(from_step + 1, upto + 1):
-        dlq.add(purchase_dead_letter(session, step, "SessionFailed"))
-
-
 @pytest.fixture
 def world():
     dlq = InMemoryDeadLetterQueue()
@@ -74,8 +61,8 @@ def world():
 
 def test_archive_writes_rows_by_session_then_completes_them(world) -> None:
     dlq, archive = world
-    failed_purchase(dlq, "s-1")
-    failed_purchase(dlq, "s-2", from_step=2, reason="UnknownSku")
+    dlq.add(*failed_purchase("s-1"))
+    dlq.add(*failed_purchase("s-2", from_step=2, reason="UnknownSku"))
     archive.record(
         "s-1",
         FailureRecord(
@@ -138,7 +125,7 @@ def test_archive_work_is_bounded_by_count_and_time(world) -> None:
 
 def test_a_crash_between_row_write_and_completion_loses_and_duplicates_nothing(world) -> None:
     dlq, archive = world
-    failed_purchase(dlq, "s-1")
+    dlq.add(*failed_purchase("s-1"))
 
     class Crash(Exception):
         pass
@@ -158,7 +145,7 @@ def test_a_crash_between_row_write_and_completion_loses_and_duplicates_nothing(w
 
 def archived(world, session="s-1", **kwargs):
     dlq, archive = world
-    failed_purchase(dlq, session, **kwargs)
+    dlq.add(*failed_purchase(session, **kwargs))
     archive.record(
         session,
         FailureRecord(
@@ -256,9 +243,9 @@ def test_the_processor_records_the_first_failure_with_its_context() -> None:
 def test_bulk_replay_replays_every_matching_session_and_reports_progress(world) -> None:
     dlq, archive = world
     for n in range(5):
-        failed_purchase(dlq, f"pay-{n}")
-    failed_purchase(dlq, "sku-0", from_step=2, reason="UnknownSku")
-    failed_purchase(dlq, "pay-incomplete", upto=4)
+        dlq.add(*failed_purchase(f"pay-{n}"))
+    dlq.add(*failed_purchase("sku-0", from_step=2, reason="UnknownSku"))
+    dlq.add(*failed_purchase("pay-incomplete", upto=4))
     archive_dead_letters(dlq, archive, queues=["purchase-tasks"])
     requests = InMemoryReplayRequests()
     seen: set[str] = set()
@@ -325,8 +312,8 @@ def test_failed_sessions_are_grouped_by_queue_task_and_reason(world) -> None:
 
     dlq, archive = world
     for n in range(3):
-        failed_purchase(dlq, f"pay-{n}")
-    failed_purchase(dlq, "sku-0", from_step=2, reason="UnknownSku")
+        dlq.add(*failed_purchase(f"pay-{n}"))
+    dlq.add(*failed_purchase("sku-0", from_step=2, reason="UnknownSku"))
     archive_dead_letters(dlq, archive, queues=["purchase-tasks"])
     replay_session(archive, InMemoryResender(), InMemorySessionSeeder(), "pay-0", "k")
 
@@ -513,7 +500,7 @@ def test_bulk_replay_by_reason_replays_import_sessions(world) -> None:
     dlq, archive = world
     failed_import(dlq, "imp-1", (3, 7))
     failed_import(dlq, "imp-2", (10,))
-    failed_purchase(dlq, "pay-0", reason=CATALOG_DOWN, upto=4)  # incomplete: waits
+    dlq.add(*failed_purchase("pay-0", reason=CATALOG_DOWN, upto=4))  # incomplete: waits
     archive_dead_letters(dlq, archive, queues=[IMPORT_QUEUE, "purchase-tasks"])
     requests = InMemoryReplayRequests()
     request = request_bulk_replay(requests, requests, Selection(reason=CATALOG_DOWN))
@@ -568,9 +555,9 @@ class DiesOnce:
 def bulk_world(world) -> tuple[InMemoryDeadLetterArchive, InMemoryReplayRequests, str]:
     dlq, archive = world
     for n in range(5):
-        failed_purchase(dlq, f"pay-{n}")
-    failed_purchase(dlq, "pay-incomplete-a", upto=4)
-    failed_purchase(dlq, "pay-incomplete-b", upto=4)
+        dlq.add(*failed_purchase(f"pay-{n}"))
+    dlq.add(*failed_purchase("pay-incomplete-a", upto=4))
+    dlq.add(*failed_purchase("pay-incomplete-b", upto=4))
     failed_import(dlq, "imp-0", (3, 7))
     archive_dead_letters(dlq, archive, queues=["purchase-tasks", IMPORT_QUEUE])
     requests = InMemoryReplayRequests()

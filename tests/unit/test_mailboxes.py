@@ -7,14 +7,7 @@ import pytest
 from shared.domain.errors import InvalidInput
 from shared.domain.mailboxes import parse_mailbox
 from shared.domain.orders import parse_order
-
-ORDER = {
-    "customer_email": "ada@example.com",
-    "customer_name": "Ada Lovelace",
-    "card_token": "tok_visa",
-    "currency": "EUR",
-    "lines": [{"sku": "SKU-1", "quantity": 1}],
-}
+from tests.builders import order_document
 
 MAILABLE = {
     "plain": ("ada.lovelace+shop@example.com", "ada.lovelace+shop@example.com", False),
@@ -39,7 +32,7 @@ def test_a_mailable_address_is_written_as_an_smtp_mailbox(case: str) -> None:
 
     assert mailbox.address() == address
     assert mailbox.needs_smtputf8 is needs_smtputf8
-    assert parse_order({**ORDER, "customer_email": text}).customer_email == text
+    assert parse_order(order_document(customer_email=text)).customer_email == text
 
 
 NOT_MAILABLE = {
@@ -65,7 +58,7 @@ def test_an_address_no_mail_server_could_take_is_refused_naming_the_field(case: 
     text, problem = NOT_MAILABLE[case]
 
     with pytest.raises(InvalidInput) as refused:
-        parse_order({**ORDER, "customer_email": text})
+        parse_order(order_document(customer_email=text))
 
     assert refused.value.field == "customer_email"
     assert problem in refused.value.problem

@@ -22,6 +22,7 @@ from shared.service_layer.processor import (
     SessionProcessor,
 )
 from shared.service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
+from tests.builders import order_document
 from tests.fakes import (
     InMemoryEmailSender,
     InMemoryOrderNumbers,
@@ -33,13 +34,10 @@ from tests.fakes import (
     InMemoryTaskSender,
 )
 
-ORDER = {
-    "customer_email": "ada@example.com",
-    "customer_name": "Ada Lovelace",
-    "card_token": "tok_visa",
-    "currency": "EUR",
-    "lines": [{"sku": "MUG", "quantity": 2}, {"sku": "TEA", "quantity": 1}],
-}
+ORDER = order_document(
+    customer_name="Ada Lovelace",
+    lines=[{"sku": "MUG", "quantity": 2}, {"sku": "TEA", "quantity": 1}],
+)
 
 
 @dataclass

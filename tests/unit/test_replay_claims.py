@@ -15,28 +15,23 @@ import pytest
 from shared.domain.archive import AlreadyReplayed, ReplayIncomplete, replay_session_id
 from shared.domain.confirmations import Selection
 from shared.service_layer.bulk_replay import request_bulk_replay, run_bulk_replay
-from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.replay import replay_session
+from tests.builders import failed_purchase
 from tests.fakes import (
     InMemoryAuditTrail,
     InMemoryDeadLetterArchive,
-    InMemoryDeadLetterQueue,
     InMemoryReplayRequests,
     InMemoryResender,
     InMemorySessionSeeder,
+    archive_holding,
 )
-
-from .test_dead_letters import failed_purchase
 
 QUEUE = "purchase-tasks"
 
 
 def archive_of(*sessions: str, upto: int = 5) -> InMemoryDeadLetterArchive:
-    dlq, archive = InMemoryDeadLetterQueue(), InMemoryDeadLetterArchive()
-    for session in sessions:
-        failed_purchase(dlq, session, upto=upto)
-    archive_dead_letters(dlq, archive, queues=[QUEUE])
-    return archive
+    letters = [letter for s in sessions for letter in failed_purchase(s, upto=upto)]
+    return archive_holding(*letters)
 
 
 def replay(archive: Any, resender: InMemoryResender, session: str, key: str) -> Any:

@@ -27,6 +27,7 @@ from shared.service_layer.failed_sessions import list_failed_sessions
 from shared.service_layer.history import Progress, session_history
 from shared.service_layer.operator_actions import replay_for_operator
 from shared.service_layer.resolve import resolve_session
+from tests.builders import failed_purchase
 from tests.fakes import (
     InMemoryAuditTrail,
     InMemoryConfirmations,
@@ -39,7 +40,6 @@ from tests.fakes import (
     InMemorySessionSeeder,
 )
 
-from .test_dead_letters import failed_purchase
 from .test_replay_claims import QUEUE, archive_of, replay
 
 
@@ -189,7 +189,7 @@ def test_a_replay_that_failed_again_is_flagged_and_its_own_replay_follows() -> N
     again = replay_session_id("s-1", "k1")
     # The replay failed too: its dead letters were archived as a failed session of its own.
     dlq = InMemoryDeadLetterQueue()
-    failed_purchase(dlq, again, reason="Unavailable")
+    dlq.add(*failed_purchase(again, reason="Unavailable"))
     archive_dead_letters(dlq, archive, queues=[QUEUE])
 
     history = session_history(archive, audit, progress, "s-1")

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import azure.functions as func
@@ -28,7 +27,6 @@ from shared.domain.envelope import TaskMessage
 from shared.entrypoints.console.frame import console_static
 from shared.entrypoints.http import traced
 from shared.service_layer.bulk_replay import request_bulk_replay, run_bulk_replay
-from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.operator_actions import edit_and_replay
 from shared.service_layer.ports import DeadLetter
 from shared.service_layer.session_messages import IncomingMessage, Outcome, Result
@@ -52,11 +50,10 @@ from shared.telemetry.tasks import task_invocation
 from tests import builders
 from tests.fakes import (
     InMemoryAuditTrail,
-    InMemoryDeadLetterArchive,
-    InMemoryDeadLetterQueue,
     InMemoryReplayRequests,
     InMemoryResender,
     InMemorySessionSeeder,
+    archive_holding,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -427,13 +424,14 @@ def test_archived_and_replayed_messages_are_counted_by_queue(recording: Recordin
 def test_an_archive_run_keeps_trace_ids_and_a_bulk_replay_links_each_session_to_its_trace(
     recording: Recording,
 ) -> None:
-    dlq, archive = InMemoryDeadLetterQueue(), InMemoryDeadLetterArchive()
     orders = {"s-1": span_context(0x1, 0xA), "s-2": span_context(0x2, 0xB)}
-    for session, context in orders.items():
-        for step, reason in ((3, "PaymentProviderUnavailable"), (4, "SessionFailed")):
-            dlq.add(dead_letter(session, step, reason, trace_properties(context)))
-
-    archive_dead_letters(dlq, archive, queues=["purchase-tasks"])
+    archive = archive_holding(
+        *(
+            dead_letter(session, step, reason, trace_properties(context))
+            for session, context in orders.items()
+            for step, reason in ((3, "PaymentProviderUnavailable"), (4, "SessionFailed"))
+        )
+    )
     requests = InMemoryReplayRequests()
     request = request_bulk_replay(
         requests, requests, Selection(reason="PaymentProviderUnavailable")
@@ -477,12 +475,13 @@ def test_an_edited_replay_is_a_replay_span_counting_its_edits_and_the_edit_is_au
         {"sku": "SCALE-MINI", "name": "Kitchen scale", "price": "24.00", "currency": "EURO"},
     )
     letter = builders.dead_letter(
-        row, "InvalidProduct:currency", queue="product-import-tasks", session_id="import-1-0000"
+        row,
+        "InvalidProduct:currency",
+        queue="product-import-tasks",
+        session_id="import-1-0000",
+        extra_properties=trace_properties(span_context(0x3, 0xC)),
     )
-    dlq, archive = InMemoryDeadLetterQueue(), InMemoryDeadLetterArchive()
-    properties = {**letter.application_properties, **trace_properties(span_context(0x3, 0xC))}
-    dlq.add(replace(letter, application_properties=properties))
-    archive_dead_letters(dlq, archive, queues=["product-import-tasks"])
+    archive = archive_holding(letter)
     (archived,) = archive.list_session("import-1-0000")
     audit = InMemoryAuditTrail()
 
@@ -507,17 +506,16 @@ def test_an_edited_replay_is_a_replay_span_counting_its_edits_and_the_edit_is_au
 
 
 def dead_letter(session: str, step: int, reason: str, trace: dict[str, str]) -> DeadLetter:
+    """Step ``step`` of a four-step purchase, dead-lettered with ``reason`` from the order's
+    trace (its ``trace`` properties)."""
     message = TaskMessage(f"job-{session}", "purchase", f"Task{step}", step, step == 4, {})
-    return DeadLetter(
+    return builders.dead_letter(
+        message,
+        reason,
         queue="purchase-tasks",
         session_id=session,
-        sequence_number=step,
-        message_id=message.message_id(),
-        body=message.to_json(),
-        content_type="application/json",
-        application_properties={**message.application_properties(), **trace},
-        reason=reason,
         description=reason,
         enqueued_time=None,
-        delivery_count=1,
+        sequence_number=step,
+        extra_properties=trace,
     )
