@@ -10,15 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
-from shared.domain.archive import (
-    ArchivedMessage,
-    FailedSession,
-    FailureRecord,
-    ReplayClaim,
-    SessionNotArchived,
-    SummaryFilter,
-    status_with,
-)
+from shared.domain import archive as domain
 from shared.domain.audit import AuditEntry
 from shared.domain.confirmations import Confirmation, ConfirmationRefused, Selection
 from shared.domain.envelope import TaskMessage
@@ -223,18 +215,18 @@ class InMemoryDeadLetterArchive:
     TRANSACTION_LIMIT = 100
 
     def __init__(self) -> None:
-        self.rows: dict[str | None, dict[str, ArchivedMessage]] = {}
-        self.records: dict[str, FailureRecord] = {}
-        self.summaries: dict[str, FailedSession] = {}
-        self.claims: dict[str, ReplayClaim] = {}
+        self.rows: dict[str | None, dict[str, domain.ArchivedMessage]] = {}
+        self.records: dict[str, domain.FailureRecord] = {}
+        self.summaries: dict[str, domain.FailedSession] = {}
+        self.claims: dict[str, domain.ReplayClaim] = {}
         self.transactions = 0
         self._lock = threading.Lock()
 
     # FailureJournal
-    def record(self, session_id: str, record: FailureRecord) -> None:
+    def record(self, session_id: str, record: domain.FailureRecord) -> None:
         self.records[session_id] = record
 
-    def save(self, rows: Sequence[ArchivedMessage]) -> int:
+    def save(self, rows: Sequence[domain.ArchivedMessage]) -> int:
         assert len({row.session_id for row in rows}) <= 1, "one partition per call"
         for row in rows:
             self.rows.setdefault(row.session_id, {})[row.row_key] = row
@@ -242,34 +234,38 @@ class InMemoryDeadLetterArchive:
         self.transactions += used
         return used
 
-    def list_session(self, session_id: str, *, bodies: bool = True) -> list[ArchivedMessage]:
+    def list_session(self, session_id: str, *, bodies: bool = True) -> list[domain.ArchivedMessage]:
         partition = self.rows.get(session_id, {})
         return [partition[key] for key in sorted(partition)]
 
-    def mark_replayed(self, rows: Sequence[ArchivedMessage]) -> None:
+    def mark_replayed(self, rows: Sequence[domain.ArchivedMessage]) -> None:
         self.save(rows)
 
-    def get_record(self, session_id: str) -> FailureRecord | None:
+    def get_record(self, session_id: str) -> domain.FailureRecord | None:
         return self.records.get(session_id)
 
-    def save_summary(self, summary: FailedSession) -> None:
+    def save_summary(self, summary: domain.FailedSession) -> None:
         self.summaries[summary.session_id] = summary
 
-    def get_summary(self, session_id: str) -> FailedSession:
+    def get_summary(self, session_id: str) -> domain.FailedSession:
         if session_id not in self.summaries:
-            raise SessionNotArchived(session_id)
+            raise domain.SessionNotArchived(session_id)
         summary, claim = self.summaries[session_id], self.claims.get(session_id)
-        return replace(summary, claim=claim, status=status_with(summary.status, claim))
+        return replace(summary, claim=claim, status=domain.status_with(summary.status, claim))
 
-    def claim_replay(self, session_id: str, claim: ReplayClaim) -> ReplayClaim:
+    def claim_replay(self, session_id: str, claim: domain.ReplayClaim) -> domain.ReplayClaim:
         with self._lock:
             if session_id not in self.summaries:
-                raise SessionNotArchived(session_id)
+                raise domain.SessionNotArchived(session_id)
             return self.claims.setdefault(session_id, claim)
 
     def list_summaries(
-        self, selected: SummaryFilter, *, page_size: int = 50, continuation: str | None = None
-    ) -> Page[FailedSession]:
+        self,
+        selected: domain.SummaryFilter,
+        *,
+        page_size: int = 50,
+        continuation: str | None = None,
+    ) -> Page[domain.FailedSession]:
         matching = [
             self.get_summary(key)
             for key, s in sorted(self.summaries.items())

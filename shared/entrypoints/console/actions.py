@@ -49,7 +49,6 @@ def console_edit(visit: Visit) -> func.HttpResponse:
     return visit.page(
         "edit.html",
         http_status=400 if error else 200,
-        nav="failures",
         summary=summary,
         entries=views.timeline(rows),
         edited=edited,

@@ -22,7 +22,7 @@ def console_bulk_preview(visit: Visit) -> func.HttpResponse:
     selection = Selection(**{k: visit.form.get(k) or None for k in ("queue", "task", "reason")})
     action = bulk_action(visit.form.get("action"))
     preview = container().operator_desk.preview_bulk(action, selection)
-    return visit.page("bulk_preview.html", nav="failures", preview=preview, note="")
+    return visit.page("bulk_preview.html", preview=preview, note="")
 
 
 @bp.route(route="console/bulk", methods=["POST"], auth_level=ANONYMOUS)
@@ -42,4 +42,4 @@ def console_bulk_confirm(visit: Visit) -> func.HttpResponse:
 def console_bulk_progress(visit: Visit) -> func.HttpResponse:
     request_id = request_id_of(route_value(visit.req, "request_id"))
     request = get_bulk_replay(container().replay_requests, request_id)
-    return visit.page("bulk_progress.html", nav="failures", request=request)
+    return visit.page("bulk_progress.html", request=request)

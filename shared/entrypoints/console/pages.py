@@ -33,7 +33,6 @@ def console_overview(visit: Visit) -> func.HttpResponse:
     now = overview(c.overview_sources, c.session_queues)
     return visit.page(
         "overview.html",
-        nav="overview",
         overview=now,
         groups=now.groups,
         waiting_max=WAITING_COUNT_MAX,
@@ -48,7 +47,7 @@ def console_failures(visit: Visit) -> func.HttpResponse:
     groups = failed_sessions.group_failed_sessions(
         container().archive, status=None if status == "any" else status
     )
-    return visit.page("failures.html", nav="failures", groups=groups, status=status)
+    return visit.page("failures.html", groups=groups, status=status)
 
 
 @bp.route(route="console/sessions", methods=["GET"], auth_level=ANONYMOUS)
@@ -73,7 +72,6 @@ def console_sessions(visit: Visit) -> func.HttpResponse:
         )
     return visit.page(
         "sessions.html",
-        nav="failures",
         page=page,
         causes=causes,
         fingerprint=wanted,
@@ -93,7 +91,6 @@ def console_session(visit: Visit) -> func.HttpResponse:
     history = session_history(c.archive, c.audit_trail, c.replay_progress, session_id)
     return visit.page(
         "session.html",
-        nav="failures",
         summary=summary,
         context=views.context_items(summary),
         entries=views.timeline(rows),
@@ -118,7 +115,6 @@ def console_order(visit: Visit) -> func.HttpResponse:
     return visit.page(
         "order.html",
         http_status=404 if missing else 200,
-        nav="orders",
         reference=reference or "",
         order=order,
         missing=missing,
@@ -133,4 +129,4 @@ def console_import(visit: Visit) -> func.HttpResponse:
     status = get_import_status(
         c.import_manifests, c.import_progress, route_value(visit.req, "job_id")
     )
-    return visit.page("import.html", nav="overview", job=status)
+    return visit.page("import.html", job=status)
