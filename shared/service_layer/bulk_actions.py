@@ -7,8 +7,6 @@ or resolution does and records who asked for it and why in each session's histor
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
-from datetime import UTC, datetime
 
 from ..domain.archive import FAILED
 from ..domain.audit import required_note
@@ -16,16 +14,12 @@ from ..domain.confirmations import GroupCount, Preview, Selection, check, digest
 from ..domain.errors import InvalidInput
 from ..domain.replays import BulkAction, ReplayRequest
 from .bulk_replay import request_bulk_replay
+from .clock import Clock, utc_now
 from .failed_sessions import every_session
 from .operator_ports import Confirmations
 from .ports import DeadLetterArchive, ReplayQueue, ReplayRequestStore
 
-Clock = Callable[[], datetime]
 ACTIONS: tuple[BulkAction, ...] = ("replay", "resolve")
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def bulk_action(value: object) -> BulkAction:
@@ -42,7 +36,7 @@ def preview_bulk_action(
     action: BulkAction,
     selection: Selection,
     *,
-    clock: Clock = _now,
+    clock: Clock = utc_now,
 ) -> Preview:
     """How many failed sessions of which groups a bulk ``action`` of ``selection`` would
     touch, and the token that confirms exactly those. Raises ``InvalidInput`` for a selection
@@ -75,7 +69,7 @@ def confirm_bulk_action(
     *,
     who: str,
     note: str | None,
-    clock: Clock = _now,
+    clock: Clock = utc_now,
 ) -> ReplayRequest:
     """Queue the bulk ``action`` the token confirms. Raises ``InvalidInput`` ("note") before
     the token is used, and ``ConfirmationRefused`` when the token is unknown, used, expired,

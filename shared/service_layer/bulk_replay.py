@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
 
 from ..domain.archive import (
     FAILED,
@@ -27,6 +26,7 @@ from ..domain.confirmations import Selection
 from ..domain.errors import InvalidInput, SessionLocked
 from ..domain.replays import BulkAction, ReplayRequest
 from ..telemetry.operations import operation_span
+from .clock import Clock, utc_now
 from .operator_ports import AuditTrail, ReplayPorts
 from .ports import (
     DeadLetterArchive,
@@ -38,12 +38,7 @@ from .ports import (
 from .replay import replay_session
 from .resolve import resolve_session
 
-Clock = Callable[[], datetime]
 MAX_RECORDED_ERRORS = 50
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def request_bulk_replay(
@@ -54,7 +49,7 @@ def request_bulk_replay(
     action: BulkAction = "replay",
     who: str = "",
     note: str = "",
-    clock: Clock = _now,
+    clock: Clock = utc_now,
 ) -> ReplayRequest:
     """Save the request (queued) for the sessions ``selection`` chooses by queue, task and
     reason, and put it on the replay queue. A request that was saved but could not be queued
@@ -105,7 +100,7 @@ def run_bulk_replay(
     *,
     audit: AuditTrail,
     page_size: int = 100,
-    clock: Clock = _now,
+    clock: Clock = utc_now,
 ) -> ReplayRequest:
     """Replay (or resolve) every failed session that matches; progress is saved after each
     page.
@@ -242,7 +237,7 @@ def _matching_pages(
 
 
 def mark_bulk_replay_failed(
-    store: ReplayRequestStore, request_id: str, failure: str, *, clock: Clock = _now
+    store: ReplayRequestStore, request_id: str, failure: str, *, clock: Clock = utc_now
 ) -> ReplayRequest:
     """The request's queue message is going to the poison queue: say so in its status."""
     request = replace(

@@ -12,11 +12,11 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime
 
 from ..domain.archive import ArchivedMessage, MessageCopy, routing_of, summarize
 from ..telemetry.context import trace_id_of
 from ..telemetry.operations import count_archived, operation_span
+from .clock import Clock, utc_now
 from .ports import DeadLetter, DeadLetterArchive, DeadLetterSource
 
 logger = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ def archive_dead_letters(
     max_messages: int = 1000,
     max_seconds: float = 60.0,
     batch_size: int = 100,
-    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    clock: Clock = utc_now,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> ArchiveReport:
     """Archive at most ``max_messages`` dead letters, stopping after ``max_seconds``. The run
@@ -71,7 +71,7 @@ def _archive(
     max_messages: int,
     max_seconds: float,
     batch_size: int,
-    clock: Callable[[], datetime],
+    clock: Clock,
     monotonic: Callable[[], float],
 ) -> ArchiveReport:
     report = ArchiveReport()
@@ -107,7 +107,7 @@ def _by_session(letters: Sequence[DeadLetter]) -> dict[str | None, list[DeadLett
     return groups
 
 
-def _row(letter: DeadLetter, clock: Callable[[], datetime]) -> ArchivedMessage:
+def _row(letter: DeadLetter, clock: Clock) -> ArchivedMessage:
     routing = routing_of(letter.body, letter.application_properties)
     copy = {part.name: getattr(letter, part.name) for part in fields(MessageCopy)}
     copy["application_properties"] = dict(letter.application_properties)

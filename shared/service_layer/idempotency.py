@@ -15,11 +15,12 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..domain.errors import PipelineError
 from ..domain.idempotency import IdempotencyKeyInFlight, IdempotencyKeyReused, IdempotencyRecord
+from .clock import Clock, utc_now
 from .ports import IdempotencyRecords
 
 logger = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ class IdempotentRequests:
         records: IdempotencyRecords,
         *,
         lease: timedelta = LEASE,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = utc_now,
     ) -> None:
         self._records = records
         self._lease = lease

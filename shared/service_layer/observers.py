@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from ..domain.envelope import TaskMessage
 from ..domain.order_status import COMPLETED, FAILED, StepOutcome
+from .clock import Clock, utc_now
 from .ports import ImportProgress, OrderProgress
 from .processor import IncomingMessage, Observer, Outcome
 
@@ -49,9 +49,7 @@ def import_progress_observer(progress: ImportProgress) -> Observer:
     return _observer(record)
 
 
-def order_progress_observer(
-    progress: OrderProgress, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
-) -> Observer:
+def order_progress_observer(progress: OrderProgress, *, clock: Clock = utc_now) -> Observer:
     """Records the latest outcome of each step of an order, under its job id (a replay keeps
     the job id, so its steps overwrite the failed ones). A message that names no step cannot
     be placed and is left out."""

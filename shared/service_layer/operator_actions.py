@@ -7,24 +7,19 @@ refused naming the first."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict
-from datetime import UTC, datetime
 
 from ..domain.audit import NOTE_MAX, Action, AuditEntry, MessageEdit, required_note
 from ..domain.edits import checked_edit
 from ..domain.errors import InvalidInput
+from .clock import Clock, utc_now
 from .idempotency import IdempotentRequests
 from .operator_ports import AuditTrail
 from .ports import DeadLetterArchive, MessageResender, SessionSeeder
 from .replay import ReplayResult, replay_session
 
-Clock = Callable[[], datetime]
 AUDITED_EDITS_MAX_CHARS = 30_000  # what one audit row holds (a Table property: 32K characters)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def console_key(action_id: str) -> str:
@@ -45,7 +40,7 @@ def replay_for_operator(
     who: str,
     note: str = "",
     requests: IdempotentRequests | None = None,
-    clock: Clock = _now,
+    clock: Clock = utc_now,
 ) -> ReplayResult:
     """Replay the session under ``key`` and audit it once (a repeat of the same request
     sends nothing and records nothing new). Raises what ``replay_session`` raises."""
@@ -69,7 +64,7 @@ def edit_and_replay(
     who: str,
     note: str | None,
     requests: IdempotentRequests | None = None,
-    clock: Clock = _now,
+    clock: Clock = utc_now,
 ) -> ReplayResult:
     """Replay the session with the messages in ``edited`` (row key -> the new body as text)
     replaced, each checked like the original (``checked_edit``); the archive keeps the

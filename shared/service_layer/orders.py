@@ -4,9 +4,8 @@ telling where it stands."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 from ..domain.archive import SessionNotArchived
@@ -15,6 +14,7 @@ from ..domain.order_status import OrderNotFound, OrderStatus, order_status
 from ..domain.orders import Order, parse_order
 from ..domain.payments import payment_idempotency_key
 from ..domain.pipelines import PURCHASE_TASKS, purchase_messages
+from .clock import Clock, utc_now
 from .history import Progress, replay_chain
 from .idempotency import IdempotentRequests
 from .operator_ports import AuditTrail
@@ -30,8 +30,6 @@ from .ports import (
 # Fixed namespace: the same Idempotency-Key always yields the same job id.
 _JOB_NAMESPACE = uuid.UUID("6f1c6f55-6a55-4f1e-9d55-3c3f0d5c2a11")
 SCOPE = "orders"
-
-Clock = Callable[[], datetime]
 
 
 @dataclass(frozen=True)
@@ -50,7 +48,7 @@ def submit_order(
     idempotency_key: str | None = None,
     requests: IdempotentRequests | None = None,
     progress: OrderProgress | None = None,
-    clock: Clock = lambda: datetime.now(UTC),
+    clock: Clock = utc_now,
 ) -> SubmittedOrder:
     """Raises ``InvalidInput`` naming the field to fix, before anything is sent.
 

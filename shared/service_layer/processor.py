@@ -11,7 +11,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
 
 from ..domain.envelope import TaskMessage, parse_task_message, routing_hint
 from ..domain.errors import MalformedMessage, TaskFailed
@@ -25,6 +24,7 @@ from ..domain.reasons import (
 )
 from ..domain.retries import RetryPolicy
 from ..domain.session_state import CorruptSessionState, Failure, SessionState, decode_session_state
+from .clock import Clock, utc_now
 from .ports import FailureJournal, SessionActions
 from .session_endings import Ending, SessionEndings
 from .session_messages import IncomingMessage, Observer, Outcome, Result, Task, TaskInvocation
@@ -47,7 +47,7 @@ class SessionProcessor:
         policy: FailurePolicy | None = None,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = utc_now,
         journal: FailureJournal | None = None,
         observer: Observer | None = None,
     ) -> None:

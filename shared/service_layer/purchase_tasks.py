@@ -4,9 +4,8 @@ the processor keeps them in the session state's context."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from decimal import Decimal
 from functools import partial
 from typing import Any
@@ -23,6 +22,7 @@ from ..domain.pipelines import (
 )
 from ..domain.pricing import calculate_totals
 from ..domain.receipts import Receipt, ReceiptLine
+from .clock import Clock, utc_now
 from .ports import (
     Attachment,
     Email,
@@ -46,7 +46,7 @@ class PurchaseDependencies:
     email: EmailSender
     tax_rate: Decimal
     shipping_fee: Decimal
-    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    clock: Clock = utc_now
 
 
 def purchase_tasks(deps: PurchaseDependencies) -> dict[str, Task]:

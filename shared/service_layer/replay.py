@@ -11,9 +11,8 @@ state (docs/dead-letters.md, "Import sessions")."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
 
 from ..domain.archive import (
     REPLAY,
@@ -34,16 +33,11 @@ from ..domain.idempotency import fingerprint
 from ..domain.pipelines import stops_on_failure
 from ..domain.session_state import SessionState
 from ..telemetry.operations import count_replayed, operation_span
+from .clock import Clock, utc_now
 from .idempotency import IdempotentRequests
 from .ports import DeadLetterArchive, MessageResender, OutgoingMessage, SessionSeeder
 
 logger = logging.getLogger(__name__)
-
-Clock = Callable[[], datetime]
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -66,7 +60,7 @@ def replay_session(
     force: bool = False,
     bodies: Mapping[str, bytes] | None = None,
     requests: IdempotentRequests | None = None,
-    clock: Clock = _now,
+    clock: Clock = utc_now,
 ) -> ReplayResult:
     """Send the session's archived messages that are not replayed yet, in send order, under
     ``replay_session_id(session_id, idempotency_key)``; repeating it sends nothing twice.

@@ -6,23 +6,16 @@ and no later replay, single or bulk, sends it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 
 from ..domain.archive import RESOLVE, ReplayClaim, claimed_elsewhere
 from ..domain.audit import Action, AuditEntry, required_note
 from ..domain.errors import InvalidInput
 from ..domain.idempotency import fingerprint
+from .clock import Clock, utc_now
 from .idempotency import IdempotentRequests
 from .operator_ports import AuditTrail
 from .ports import DeadLetterArchive
-
-Clock = Callable[[], datetime]
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -44,7 +37,7 @@ def resolve_session(
     note: str | None,
     action: Action = "resolve",
     requests: IdempotentRequests | None = None,
-    clock: Clock = _now,
+    clock: Clock = utc_now,
 ) -> Resolution:
     """Mark the session resolved under ``key`` and record who and why (``note`` is required)
     in its audit trail. Repeating it with the same key changes nothing and answers the same;
