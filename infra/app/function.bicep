@@ -81,6 +81,13 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'APPLICATIONINSIGHTS_CONNECTION_STRING', value: appInsightsConnectionString }
         { name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING', value: 'ClientId=${identityClientId};Authorization=AAD' }
         { name: 'PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY', value: 'true' }
+        // Keep every trace: unset, azure-monitor-opentelemetry 1.8 samples 5 traces/s
+        // (_default_sampling_ratio in azure/monitor/opentelemetry/_utils/configurations.py), so
+        // most orders, and the trace a failed session points at, would be missing. Application
+        // Insights' own ratio sampler at 1.0 keeps every trace whatever the caller's sampled flag
+        // (docs/telemetry.md, "Sampling").
+        { name: 'OTEL_TRACES_SAMPLER', value: 'microsoft.fixed_percentage' }
+        { name: 'OTEL_TRACES_SAMPLER_ARG', value: '1.0' }
         // What the app reads (shared/config.py and the trigger decorators).
         { name: 'PURCHASE_QUEUE_NAME', value: purchaseQueueName }
         { name: 'IMPORT_QUEUE_NAME', value: importQueueName }
