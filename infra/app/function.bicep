@@ -88,6 +88,11 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
         // (docs/telemetry.md, "Sampling").
         { name: 'OTEL_TRACES_SAMPLER', value: 'microsoft.fixed_percentage' }
         { name: 'OTEL_TRACES_SAMPLER_ARG', value: '1.0' }
+        // The worker runs the app's synchronous functions on this many threads; unset, Python
+        // 3.13's ThreadPoolExecutor default, min(32, CPUs + 4), gives about 5 on a 2048 MB
+        // instance. Every session trigger may run host.json's maxConcurrentSessions (8) at once,
+        // plus HTTP requests, the archive timer and the replay queue (docs/deploy.md).
+        { name: 'PYTHON_THREADPOOL_THREAD_COUNT', value: '20' }
         // What the app reads (shared/config.py and the trigger decorators).
         { name: 'PURCHASE_QUEUE_NAME', value: purchaseQueueName }
         { name: 'IMPORT_QUEUE_NAME', value: importQueueName }
