@@ -20,7 +20,7 @@ class Seen:
     """Thread-safe record of invocations, by function name, plus the sessions in flight."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self.calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.in_flight = 0
         self.max_in_flight = 0
@@ -37,6 +37,12 @@ class Seen:
         with self._lock:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self._lock.notify_all()
+
+    def gather(self, count: int, within: float) -> None:
+        """Wait until ``count`` invocations are in flight at once, or ``within`` seconds."""
+        with self._lock:
+            self._lock.wait_for(lambda: self.in_flight >= count, timeout=within)
 
     def leave(self) -> None:
         with self._lock:
@@ -65,7 +71,8 @@ def _run_command(
     sleeping, renew the message lock, or the session lock on a session, that often),
     "fail_times": k (raise on the first k deliveries), "state": "get"|"clear"|<text to set>,
     "settle": "complete"|"complete_twice"|"deadletter"|"abandon"|"defer", "settle_times": k
-    (settle only on the first k deliveries), "release": true (release the session)}."""
+    (settle only on the first k deliveries), "release": true (release the session),
+    "gather": k (first wait until k invocations run at once, at most "gather_within" seconds)}."""
     command = json.loads(
         b"".join(message.body) if not isinstance(message.body, bytes) else message.body
     )
@@ -82,6 +89,8 @@ def _run_command(
     earlier = [c for c in SEEN.of(name) if c["message_id"] == message.message_id]
     SEEN.enter()
     try:
+        if "gather" in command:
+            SEEN.gather(command["gather"], command.get("gather_within", 5))
         _sleep(command, message, actions, facts)
         state = command.get("state")
         if state == "get":
