@@ -35,7 +35,10 @@ def module_block(main: str, name: str) -> str:
 
 
 def test_every_trace_is_kept_in_azure_and_locally() -> None:
-    sampler = {"OTEL_TRACES_SAMPLER": "microsoft.fixed_percentage", "OTEL_TRACES_SAMPLER_ARG": "1.0"}
+    sampler = {
+        "OTEL_TRACES_SAMPLER": "microsoft.fixed_percentage",
+        "OTEL_TRACES_SAMPLER_ARG": "1.0",
+    }
     settings, local = app_settings(), local_example()
     assert {name: settings.get(name) for name in sampler} == sampler
     assert {name: local.get(name) for name in sampler} == sampler
@@ -54,9 +57,8 @@ def test_the_app_identity_may_read_the_session_queues_message_counts_and_no_more
     assert assignment, "the Data Owner assignment"
     # ... scoped to each scaled queue, never to the namespace ...
     assert "scope: scaledQueues[i]" in assignment.group(1)
-    assert "roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', manage)" in (
-        assignment.group(1)
-    )
+    definition = "subscriptionResourceId('Microsoft.Authorization/roleDefinitions', manage)"
+    assert f"roleDefinitionId: {definition}" in assignment.group(1)
     namespace_roles = re.search(r"^var roles = \{\n(.*?)\n\}", roles, re.M | re.S)
     assert namespace_roles and DATA_OWNER not in namespace_roles.group(1)
     # ... on every session queue infra creates, for the app's identity only.

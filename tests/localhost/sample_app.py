@@ -15,6 +15,8 @@ from azurefunctions.extensions.bindings.servicebus import (
     ServiceBusReceivedMessage,
 )
 
+from shared.adapters.servicebus_bindings import get_session_state
+
 
 class Seen:
     """Thread-safe record of invocations, by function name, plus the sessions in flight."""
@@ -94,10 +96,7 @@ def _run_command(
         _sleep(command, message, actions, facts)
         state = command.get("state")
         if state == "get":
-            response = actions._client.GetSessionState(  # the class has no getter yet
-                _get_state_request(message.session_id)
-            )
-            facts["state"] = bytes(response.sessionState)
+            facts["state"] = get_session_state(actions, message.session_id)
         elif state == "clear":
             actions.set_session_state(message.session_id, b"")
         elif state:
@@ -152,12 +151,6 @@ def _sleep(
                 facts["renewals"] = facts.get("renewals", 0) + 1
             except Exception as error:
                 facts.setdefault("renew_errors", []).append(f"{type(error).__name__}: {error}")
-
-
-def _get_state_request(session_id: str) -> Any:
-    from azurefunctions.extensions.bindings.protos.settlement_pb2 import GetSessionStateRequest
-
-    return GetSessionStateRequest(sessionId=session_id)
 
 
 @app.service_bus_queue_trigger(
