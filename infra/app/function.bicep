@@ -81,17 +81,10 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'APPLICATIONINSIGHTS_CONNECTION_STRING', value: appInsightsConnectionString }
         { name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING', value: 'ClientId=${identityClientId};Authorization=AAD' }
         { name: 'PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY', value: 'true' }
-        // Keep every trace: unset, azure-monitor-opentelemetry 1.8 samples 5 traces/s
-        // (_default_sampling_ratio in azure/monitor/opentelemetry/_utils/configurations.py), so
-        // most orders, and the trace a failed session points at, would be missing. Application
-        // Insights' own ratio sampler at 1.0 keeps every trace whatever the caller's sampled flag
-        // (docs/telemetry.md, "Sampling").
+        // Keep every trace (unset, azure-monitor-opentelemetry 1.8 samples 5 traces/s: _default_sampling_ratio); docs/telemetry.md, Sampling.
         { name: 'OTEL_TRACES_SAMPLER', value: 'microsoft.fixed_percentage' }
         { name: 'OTEL_TRACES_SAMPLER_ARG', value: '1.0' }
-        // The worker runs the app's synchronous functions on this many threads; unset, Python
-        // 3.13's ThreadPoolExecutor default, min(32, CPUs + 4), gives about 5 on a 2048 MB
-        // instance. Every session trigger may run host.json's maxConcurrentSessions (8) at once,
-        // plus HTTP requests, the archive timer and the replay queue (docs/deploy.md).
+        // Threads for the synchronous functions: 2 session triggers x maxConcurrentSessions (8) + 4 for HTTP, timer, replay queue (unset: min(32, CPUs + 4)); docs/deploy.md.
         { name: 'PYTHON_THREADPOOL_THREAD_COUNT', value: '20' }
         // What the app reads (shared/config.py and the trigger decorators).
         { name: 'PURCHASE_QUEUE_NAME', value: purchaseQueueName }
