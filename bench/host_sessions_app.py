@@ -10,11 +10,12 @@ import threading
 import time
 
 import azure.functions as func
-from azurefunctions.extensions.bindings.protos.settlement_pb2 import GetSessionStateRequest
 from azurefunctions.extensions.bindings.servicebus import (
     ServiceBusMessageActions,
     ServiceBusReceivedMessage,
 )
+
+from shared.adapters.servicebus_bindings import get_session_state
 
 
 class Invocations:
@@ -55,8 +56,8 @@ def step(message: ServiceBusReceivedMessage, message_actions: ServiceBusMessageA
     body = message.body
     command = json.loads(body if isinstance(body, bytes) else b"".join(body))
     session_id = str(message.session_id)
-    # ServiceBusMessageActions has no getter yet: the app calls the Settlement service's.
-    message_actions._client.GetSessionState(GetSessionStateRequest(sessionId=session_id))
+    # No public getter yet: the app's adapter calls the Settlement service's GetSessionState.
+    get_session_state(message_actions, session_id)
     message_actions.set_session_state(session_id, json.dumps({"step": command["n"]}).encode())
     message_actions.complete(message)
     if command["last"]:

@@ -157,6 +157,7 @@ module appServiceBusRoles 'app/rbac/servicebus-role.bicep' = {
     namespaceName: serviceBus.outputs.name
     principalId: identity.outputs.principalId
     principalType: 'ServicePrincipal'
+    scaledQueueNames: serviceBus.outputs.queueNames
   }
 }
 

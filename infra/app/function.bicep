@@ -81,6 +81,11 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'APPLICATIONINSIGHTS_CONNECTION_STRING', value: appInsightsConnectionString }
         { name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING', value: 'ClientId=${identityClientId};Authorization=AAD' }
         { name: 'PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY', value: 'true' }
+        // Keep every trace (unset, azure-monitor-opentelemetry 1.8 samples 5 traces/s: _default_sampling_ratio); docs/telemetry.md, Sampling.
+        { name: 'OTEL_TRACES_SAMPLER', value: 'microsoft.fixed_percentage' }
+        { name: 'OTEL_TRACES_SAMPLER_ARG', value: '1.0' }
+        // Threads for the synchronous functions: 2 session triggers x maxConcurrentSessions (8) + 4 for HTTP, timer, replay queue (unset: min(32, CPUs + 4)); docs/deploy.md.
+        { name: 'PYTHON_THREADPOOL_THREAD_COUNT', value: '20' }
         // What the app reads (shared/config.py and the trigger decorators).
         { name: 'PURCHASE_QUEUE_NAME', value: purchaseQueueName }
         { name: 'IMPORT_QUEUE_NAME', value: importQueueName }

@@ -42,3 +42,5 @@ resource queues 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' = [f
 
 output name string = namespace.name
 output fullyQualifiedNamespace string = '${namespace.name}.servicebus.windows.net'
+// The session queues, each with a trigger the scale controller sizes (rbac/servicebus-role.bicep).
+output queueNames array = queueNames

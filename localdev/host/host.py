@@ -23,6 +23,12 @@ from .functions import (
 )
 from .http import DEFAULT_BODY_LIMIT, DEFAULT_READ_TIMEOUT, FunctionKeys, HttpFrontEnd
 from .queues import QueueListener
+from .runtime_rules import (
+    AZURE_INSTANCE_CPUS,
+    THREAD_COUNT_SETTING,
+    azure_default_thread_count,
+    check_runtime_pin,
+)
 from .servicebus import ServiceBusListener
 from .servicebus_binding import check_supported
 from .settlement import SettlementRegistry, SettlementServer
@@ -57,7 +63,12 @@ class LocalHost:
     taking work, lets invocations in flight finish (up to ``drain_timeout`` seconds) and closes
     everything. One host runs in a process at a time (the worker holds one app per process).
 
-    ``http_read_timeout`` bounds how long a request's headers and body may take to arrive."""
+    ``http_read_timeout`` bounds how long a request's headers and body may take to arrive.
+
+    As in Azure (``runtime_rules.py``): an app whose ``requirements.txt`` pins another
+    ``azure-functions-runtime`` than the installed one is refused, and with
+    ``PYTHON_THREADPOOL_THREAD_COUNT`` unset the worker gets the thread pool Azure would give it
+    on an instance of ``instance_cpus`` vCPUs, not one sized from this machine's CPUs."""
 
     def __init__(
         self,
@@ -70,11 +81,19 @@ class LocalHost:
         drain_timeout: float = 30.0,
         functions: Iterable[str] | None = None,
         http_read_timeout: float = DEFAULT_READ_TIMEOUT,
+        instance_cpus: int = AZURE_INSTANCE_CPUS,
     ) -> None:
         self.script = Path(app).resolve()
         if not self.script.is_file():
             raise HostConfigurationError(f"The app's script {self.script} does not exist.")
         self._given_settings = {**dict(settings or {}), SCRIPT_FILE_SETTING: self.script.name}
+        if (
+            THREAD_COUNT_SETTING not in self._given_settings
+            and THREAD_COUNT_SETTING not in os.environ
+        ):
+            self._given_settings[THREAD_COUNT_SETTING] = str(
+                azure_default_thread_count(instance_cpus)
+            )
         self._saved_environ: dict[str, str | None] = {}
         self._saved_cwd: str | None = None
         self.settings: dict[str, str] = {**os.environ, **self._given_settings}
@@ -107,6 +126,7 @@ class LocalHost:
         return self._settlement.address
 
     def start(self) -> LocalHost:
+        check_runtime_pin(self.script.parent)
         # The app settings are the worker's environment, until stop() puts it back.
         self._saved_environ = {name: os.environ.get(name) for name in self._given_settings}
         self._saved_cwd = os.getcwd()

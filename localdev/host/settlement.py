@@ -31,6 +31,8 @@ from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActio
 from google.protobuf.empty_pb2 import Empty
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from shared.adapters.servicebus_bindings import settlement_actions
+
 from .receivers import BlockingReceiver
 
 logger = logging.getLogger("localdev.host")
@@ -255,8 +257,4 @@ class SettlementServer:
         the worker's --host/--port from sys.argv, so it is built without it."""
         if self._channel is None:
             raise RuntimeError("start the settlement server first")
-        actions = object.__new__(ServiceBusMessageActions)
-        actions._client = settlement_pb2_grpc.SettlementStub(self._channel)
-        actions._uri = self.address
-        actions._grpc_max_message_length = 4 * 1024 * 1024
-        return actions
+        return settlement_actions(self._channel, self.address)

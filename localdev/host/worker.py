@@ -190,8 +190,10 @@ def point_settlement_client(address: str) -> None:
             client = ServiceBusMessageActions()
         finally:
             sys.argv = saved
-    with ServiceBusMessageActions._lock:
-        ServiceBusMessageActions._instance = client
+    # The binding keeps one instance per process; the host's takes its place.
+    from shared.adapters.servicebus_bindings import install_settlement_actions
+
+    install_settlement_actions(client)
 
 
 _ARGV_LOCK = threading.Lock()

@@ -8,12 +8,9 @@ gRPC Settlement service. Everything here is about that translation; no decisions
 from __future__ import annotations
 
 from azure.servicebus import ServiceBusReceivedMessage
-from azurefunctions.extensions.bindings.protos.settlement_pb2 import GetSessionStateRequest
 from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
-from azurefunctions.extensions.bindings.servicebus.serviceBusMessageActions import (
-    SettlementError,
-)
 
+from ..adapters.servicebus_bindings import get_session_state
 from ..domain.envelope import body_bytes, plain_properties
 from ..service_layer.session_messages import IncomingMessage
 
@@ -34,9 +31,9 @@ class FunctionSessionActions:
         self._session_id: str = message.session_id
 
     def get_state(self) -> bytes | None:
-        getter = getattr(self._actions, "get_session_state", None)
-        state = getter(self._session_id) if getter is not None else self._get_state_over_grpc()
-        return bytes(state) if state else None  # the host returns b"" for "no state"
+        # The binding has no public getter: servicebus_bindings owns the workaround.
+        state = get_session_state(self._actions, self._session_id)
+        return state or None  # the host returns b"" for "no state"
 
     def set_state(self, state: bytes | None) -> None:
         # The settlement service has no "delete": an empty state is how a session is cleared.
@@ -55,22 +52,6 @@ class FunctionSessionActions:
 
     def release_session(self) -> None:
         self._actions.release_session(self._session_id)
-
-    def _get_state_over_grpc(self) -> bytes:
-        # azurefunctions-extensions-bindings-servicebus 1.0.0b2 has set_session_state but no
-        # getter, although the host's Settlement service defines GetSessionState. Call it on
-        # the stub the class already holds; drop this once the package ships the getter.
-        try:
-            request = GetSessionStateRequest()
-            request.sessionId = self._session_id
-            response = self._actions._client.GetSessionState(request)
-        except Exception as error:
-            raise SettlementError(
-                "get_session_state",
-                f"Failed to get state for session {self._session_id}",
-                error,
-            ) from error
-        return bytes(response.sessionState)
 
 
 def incoming_message(message: ServiceBusReceivedMessage) -> IncomingMessage:

@@ -21,11 +21,16 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.sampling import Sampler
 
 from .metrics import PipelineMetrics
 from .setup import INSTRUMENTATION_NAME, ExportPlan, Telemetry
 
 DEFAULT_SERVICE_NAME = "servicebus-session-pipelines"
+# The sampler settings (infra/app/function.bicep keeps every trace; docs/telemetry.md).
+TRACES_SAMPLER = "OTEL_TRACES_SAMPLER"
+TRACES_SAMPLER_ARG = "OTEL_TRACES_SAMPLER_ARG"
+FIXED_PERCENTAGE_SAMPLER = "microsoft.fixed_percentage"
 # The OTLP exporters' own variables for one signal's full URL, which win over the base endpoint.
 _SIGNAL_ENDPOINTS = {
     "traces": "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -42,7 +47,7 @@ def start_exporting(plan: ExportPlan, environ: Mapping[str, str]) -> Telemetry:
 
 def _otlp_only(plan: ExportPlan, environ: Mapping[str, str]) -> Telemetry:
     resource = Resource.create(_resource_attributes(environ))
-    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider = TracerProvider(resource=resource, sampler=_sampler(environ))
     tracer_provider.add_span_processor(_otlp_spans(plan, environ))
     meter_provider = MeterProvider(resource=resource, metric_readers=[_otlp_metrics(plan, environ)])
     logger_provider = LoggerProvider(resource=resource)
@@ -98,6 +103,18 @@ def _azure_monitor(plan: ExportPlan, environ: Mapping[str, str]) -> Telemetry:
         flush=_flusher(tracer_provider, meter_provider, logger_provider),
         # The distro's providers are the process's own: they shut down when it exits.
     )
+
+
+def _sampler(environ: Mapping[str, str]) -> Sampler | None:
+    """Application Insights' ratio sampler when ``OTEL_TRACES_SAMPLER`` names it as the Azure
+    Monitor distro does (``microsoft.fixed_percentage``, ratio ``OTEL_TRACES_SAMPLER_ARG``), so
+    an OTLP-only process samples as the app does in Azure; otherwise None, and the SDK reads
+    ``OTEL_TRACES_SAMPLER`` itself (a name it does not know would be a warning and its default)."""
+    if environ.get(TRACES_SAMPLER) != FIXED_PERCENTAGE_SAMPLER:
+        return None
+    from azure.monitor.opentelemetry.exporter import ApplicationInsightsSampler
+
+    return ApplicationInsightsSampler(sampling_ratio=float(environ.get(TRACES_SAMPLER_ARG) or 1.0))
 
 
 def _otlp_spans(plan: ExportPlan, environ: Mapping[str, str]) -> BatchSpanProcessor:

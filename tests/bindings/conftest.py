@@ -18,6 +18,7 @@ from azurefunctions.extensions.bindings.protos import settlement_pb2, settlement
 from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
 from google.protobuf.empty_pb2 import Empty
 
+from shared.adapters.servicebus_bindings import settlement_actions
 from shared.bootstrap import Container, use_container
 from shared.config import Settings, StorageConnectionSettings
 from shared.domain.errors import PermanentTaskError, TransientTaskError
@@ -127,12 +128,11 @@ def message_actions(
     settlement_server: tuple[RecordingSettlement, str],
 ) -> Iterator[ServiceBusMessageActions]:
     """The extension's own class, its stub pointed at the in-process server (its __init__
-    reads the worker's command line for the host's address, which a test does not have)."""
+    reads the worker's command line for the host's address, which a test does not have; the
+    adapter that owns the package's internals builds it)."""
     _, address = settlement_server
     channel = grpc.insecure_channel(address)
-    actions = ServiceBusMessageActions.__new__(ServiceBusMessageActions)
-    actions._client = settlement_pb2_grpc.SettlementStub(channel)
-    yield actions
+    yield settlement_actions(channel, address)
     channel.close()
 
 

@@ -205,7 +205,6 @@ def test_get_session_state_is_preferred_when_the_actions_class_has_it(
             return b'{"from": "getter"}'
 
     newer = NewerActions.__new__(NewerActions)
-    newer._client = message_actions._client
     message = received_message(b"{}", session_id=SESSION)
 
     state = FunctionSessionActions(newer, message).get_state()
@@ -229,11 +228,11 @@ def test_state_round_trips_and_clears_over_grpc(
 
 def test_a_host_that_cannot_be_reached_surfaces_as_a_settlement_error() -> None:
     import grpc
-    from azurefunctions.extensions.bindings.protos.settlement_pb2_grpc import SettlementStub
 
-    actions = ServiceBusMessageActions.__new__(ServiceBusMessageActions)
+    from shared.adapters.servicebus_bindings import settlement_actions
+
     channel = grpc.insecure_channel("127.0.0.1:1")
-    actions._client = SettlementStub(channel)
+    actions = settlement_actions(channel, "127.0.0.1:1")
     adapter = FunctionSessionActions(actions, received_message(b"{}", session_id=SESSION))
     try:
         with pytest.raises(SettlementError, match="get_session_state"):

@@ -48,6 +48,7 @@ def test_role_definitions_are_the_documented_built_ins() -> None:
     expected = {
         "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0": "Azure Service Bus Data Receiver",
         "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39": "Azure Service Bus Data Sender",
+        "090c5cfd-751d-490a-894a-3ce6f1109419": "Azure Service Bus Data Owner",
         "b7e6dc6d-f1e8-4753-8033-0f276bb0955b": "Storage Blob Data Owner",
         "974c5e8b-45b9-4653-ba55-5f855dd0fb88": "Storage Queue Data Contributor",
         "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3": "Storage Table Data Contributor",

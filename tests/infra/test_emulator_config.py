@@ -65,3 +65,12 @@ def test_compose_mounts_the_config_where_the_emulator_reads_it() -> None:
     assert "mcr.microsoft.com/azure-messaging/servicebus-emulator" in compose
     assert "./config.json:/ServiceBus_Emulator/ConfigFiles/Config.json" in compose
     assert "${MSSQL_SA_PASSWORD}" in compose
+
+
+def test_compose_runs_the_emulator_on_a_supported_sql_server() -> None:
+    """Azure SQL Edge is retired; Microsoft's emulator installer runs SQL Server 2022."""
+    compose = (INFRA / "local" / "docker-compose.yml").read_text()
+    assert "azure-sql-edge" not in compose
+    assert re.search(r"^\s+image: mcr\.microsoft\.com/mssql/server:2022-latest$", compose, re.M)
+    assert re.search(r"^\s+SQL_SERVER: mssql$", compose, re.M)
+    assert re.search(r"^  mssql:$", compose, re.M)

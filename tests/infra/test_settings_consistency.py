@@ -29,6 +29,9 @@ PLATFORM_SETTINGS = {
     "APPLICATIONINSIGHTS_CONNECTION_STRING",  # the host's telemetry
     "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",  # Entra auth for telemetry (local auth off)
     "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY",  # the Python worker sets up the distro
+    "OTEL_TRACES_SAMPLER",  # the distro's sampler (every trace kept: docs/telemetry.md)
+    "OTEL_TRACES_SAMPLER_ARG",
+    "PYTHON_THREADPOOL_THREAD_COUNT",  # the worker's thread pool for synchronous functions
 }
 # Parts of an identity-based connection that the host's credential factory reads.
 PLATFORM_CONNECTION_SUFFIXES = {"credential"}

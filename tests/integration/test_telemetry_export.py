@@ -73,6 +73,13 @@ def export(mode: str, environ: dict[str, str]) -> str:
     ("mode", "settings", "exporting"),
     [
         ("otlp", {}, "otlp"),
+        # Azure's sampler settings (local.settings.json.example has them too): an OTLP-only
+        # process samples as the app does in Azure, every trace kept.
+        (
+            "otlp",
+            {"OTEL_TRACES_SAMPLER": "microsoft.fixed_percentage", "OTEL_TRACES_SAMPLER_ARG": "1.0"},
+            "otlp",
+        ),
         (
             "worker-distro",
             {

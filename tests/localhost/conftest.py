@@ -55,6 +55,7 @@ SESSION_QUEUES = (
     "sessions-release-frees-slot",
     "sessions-outlast-drain",
     "sessions-fields",
+    "sessions-threads",
 )
 PLAIN_QUEUES = (
     "plain-tasks",

@@ -15,12 +15,14 @@ from azurefunctions.extensions.bindings.servicebus import (
     ServiceBusReceivedMessage,
 )
 
+from shared.adapters.servicebus_bindings import get_session_state
+
 
 class Seen:
     """Thread-safe record of invocations, by function name, plus the sessions in flight."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self.calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.in_flight = 0
         self.max_in_flight = 0
@@ -37,6 +39,12 @@ class Seen:
         with self._lock:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self._lock.notify_all()
+
+    def gather(self, count: int, within: float) -> None:
+        """Wait until ``count`` invocations are in flight at once, or ``within`` seconds."""
+        with self._lock:
+            self._lock.wait_for(lambda: self.in_flight >= count, timeout=within)
 
     def leave(self) -> None:
         with self._lock:
@@ -65,7 +73,8 @@ def _run_command(
     sleeping, renew the message lock, or the session lock on a session, that often),
     "fail_times": k (raise on the first k deliveries), "state": "get"|"clear"|<text to set>,
     "settle": "complete"|"complete_twice"|"deadletter"|"abandon"|"defer", "settle_times": k
-    (settle only on the first k deliveries), "release": true (release the session)}."""
+    (settle only on the first k deliveries), "release": true (release the session),
+    "gather": k (first wait until k invocations run at once, at most "gather_within" seconds)}."""
     command = json.loads(
         b"".join(message.body) if not isinstance(message.body, bytes) else message.body
     )
@@ -82,13 +91,12 @@ def _run_command(
     earlier = [c for c in SEEN.of(name) if c["message_id"] == message.message_id]
     SEEN.enter()
     try:
+        if "gather" in command:
+            SEEN.gather(command["gather"], command.get("gather_within", 5))
         _sleep(command, message, actions, facts)
         state = command.get("state")
         if state == "get":
-            response = actions._client.GetSessionState(  # the class has no getter yet
-                _get_state_request(message.session_id)
-            )
-            facts["state"] = bytes(response.sessionState)
+            facts["state"] = get_session_state(actions, message.session_id)
         elif state == "clear":
             actions.set_session_state(message.session_id, b"")
         elif state:
@@ -143,12 +151,6 @@ def _sleep(
                 facts["renewals"] = facts.get("renewals", 0) + 1
             except Exception as error:
                 facts.setdefault("renew_errors", []).append(f"{type(error).__name__}: {error}")
-
-
-def _get_state_request(session_id: str) -> Any:
-    from azurefunctions.extensions.bindings.protos.settlement_pb2 import GetSessionStateRequest
-
-    return GetSessionStateRequest(sessionId=session_id)
 
 
 @app.service_bus_queue_trigger(

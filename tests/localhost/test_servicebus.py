@@ -123,6 +123,38 @@ def test_no_more_sessions_at_once_than_max_concurrent_sessions(
     assert {c["session_id"] for c in seen.of("session_tasks")} == set("abcd")
 
 
+@pytest.mark.parametrize(
+    ("thread_count", "at_once"),
+    [
+        # Unset: the pool Azure gives a one-vCPU instance (min(32, 1 + 4) threads), whatever
+        # this machine's CPUs; three of the eight sessions wait for a thread.
+        (None, 5),
+        # What infra sets (infra/app/function.bicep): every session gets a thread.
+        ("20", 8),
+    ],
+)
+def test_eight_slow_sessions_run_at_once_only_when_the_worker_has_threads_for_them(
+    start: Callable[..., LocalHost],
+    client: ServiceBusClient,
+    seen: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    thread_count: str | None,
+    at_once: int,
+) -> None:
+    monkeypatch.delenv("PYTHON_THREADPOOL_THREAD_COUNT", raising=False)
+    if thread_count is not None:
+        monkeypatch.setenv("PYTHON_THREADPOOL_THREAD_COUNT", thread_count)
+    for n in range(8):
+        # Each blocks until all eight run at once (or 5 s pass): a synchronous task holding
+        # its thread, as Storage, SMTP and PDF calls do.
+        send(client, "sessions-threads", {"n": 0, "gather": 8}, session_id=f"slow-{n}")
+
+    start("session_tasks", "sessions-threads", maxConcurrentSessions=8)
+    calls_of(seen, "session_tasks", 8, what="the eight sessions", timeout=60)
+
+    assert seen.max_in_flight == at_once
+
+
 def test_a_session_runs_one_message_at_a_time_in_order(
     start: Callable[..., LocalHost], client: ServiceBusClient, seen: Any
 ) -> None:

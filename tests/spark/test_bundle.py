@@ -17,6 +17,10 @@ from databricks.bundles import jobs
 BUNDLE = Path(__file__).resolve().parents[2] / "spark_jobs"
 
 
+DEPLOYER = "deployer@example.com"  # ${workspace.current_user.userName} in a deploy
+# The Apache Spark version of each Databricks LTS runtime (docs.databricks.com/release-notes/
+# runtime, "Supported Databricks Runtime LTS releases").
+LTS_SPARK = {"17.3": "4.0", "16.4": "3.5", "15.4": "3.5", "14.3": "3.5"}
 # What a deploy passes with --var (the values of azd env get-value).
 DEPLOY_VARS = {
     "servicebus_namespace": "sb-shop.servicebus.windows.net",
@@ -45,6 +49,7 @@ def load_bundle(target: str, deploy_vars: dict[str, str] = DEPLOY_VARS) -> dict[
             **{f"var.{k}": v for k, v in variables.items()},
             "bundle.name": root["bundle"]["name"],
             "bundle.target": target,
+            "workspace.current_user.userName": DEPLOYER,
         },
     )
 
@@ -136,3 +141,29 @@ def test_the_job_sends_to_the_import_queue_that_infra_creates(target: str) -> No
 
     assert infra_queue
     assert parameters[parameters.index("--queue") + 1] == infra_queue.group(1)
+
+
+def test_the_job_runs_on_the_current_lts_whose_spark_minor_the_tests_run() -> None:
+    import pyspark
+
+    cluster = load_bundle("prod")["resources"]["jobs"]["product_import"]["job_clusters"][0]
+    runtime = re.fullmatch(r"(\d+\.\d+)\.x-scala2\.1[23]", cluster["new_cluster"]["spark_version"])
+
+    assert runtime, cluster["new_cluster"]["spark_version"]
+    assert runtime.group(1) == max(LTS_SPARK, key=lambda v: tuple(map(int, v.split("."))))
+    assert ".".join(pyspark.__version__.split(".")[:2]) == LTS_SPARK[runtime.group(1)]
+
+
+def test_the_job_says_why_it_needs_classic_compute() -> None:
+    job = load_bundle("prod")["resources"]["jobs"]["product_import"]
+    text = (BUNDLE / "resources" / "product_import.job.yml").read_text()
+
+    assert "new_cluster" in job["job_clusters"][0]  # classic jobs compute, not serverless
+    assert "environments" not in job
+    assert "Classic jobs compute, not serverless" in text
+
+
+def test_only_the_deployer_can_write_the_production_bundle() -> None:
+    workspace = load_bundle("prod")["targets"]["prod"]["workspace"]
+
+    assert workspace["root_path"].startswith(f"/Workspace/Users/{DEPLOYER}/")
