@@ -58,6 +58,8 @@ def test_a_missing_connection_says_both_ways_to_set_it(name: str) -> None:
         ("SMTP_PORT", "25.5"),
         ("SMTP_STARTTLS", "maybe"),
         ("TASK_RETRY_MIN_BACKOFF_SECONDS", "soon"),
+        ("ORDER_NUMBER_BLOCK_SIZE", "1"),
+        ("ORDER_NUMBER_BLOCK_SIZE", "-100"),
     ],
 )
 def test_a_bad_value_is_named(name: str, value: str) -> None:
