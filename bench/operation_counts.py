@@ -215,11 +215,17 @@ def table(orders: Measured, rows: ImportCounts) -> str:
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {counts} |")
     for service in (SERVICE_BUS, STORAGE):
         totals = " | ".join(
-            f"**{number(sum(n for k, n in column.items() if k[0] == service))}**"
+            f"**{number(sum(n for k, n in column.items() if counted(k, service)))}**"
             for column in columns
         )
         lines.append(f"| **{service}** | | **all** | {totals} |")
     return "\n".join(lines)
+
+
+def counted(key: Key, service: str) -> bool:
+    """In the totals: every kind but the batches, whose messages are counted one by one (as
+    Service Bus Standard's throttling counts sends: one credit per message)."""
+    return key[0] == service and not key[2].endswith("(batches)")
 
 
 def documented(text: str) -> dict[str, dict[Key, float]]:
