@@ -169,7 +169,9 @@ class Container:
     )
     # Adapters, each built by ``shared.adapters.parts`` from the clients below.
     catalog: Part[ProductCatalog] = Part(lambda c: adapters.catalog(c._table_service))
-    order_numbers: Part[OrderNumbers] = Part(lambda c: adapters.order_numbers(c._table_service))
+    order_numbers: Part[OrderNumbers] = Part(
+        lambda c: adapters.order_numbers(c._table_service, c.settings)
+    )
     payments: Part[PaymentGateway] = Part(lambda c: adapters.payments(c._table_service, c.settings))
     task_sender: Part[TaskSender] = Part(lambda c: adapters.task_sender(c._service_bus, c._senders))
     order_progress: Part[OrderProgress] = Part(lambda c: adapters.order_progress(c._table_service))

@@ -78,6 +78,8 @@ class Settings:
     # host.json's extensions.queues.maxDequeueCount, which the app cannot read from the host:
     # after that many attempts a bulk replay's queue message goes to the poison queue.
     replay_max_dequeue_count: int
+    # 0: gapless order numbers from one counter; N: blocks of N reserved per instance.
+    order_number_block_size: int = 0
     console: ConsoleAccessSettings = ConsoleAccessSettings()
 
     @classmethod
@@ -106,6 +108,7 @@ class Settings:
             archive_max_messages=env.integer("DLQ_ARCHIVE_MAX_MESSAGES", 2000),
             archive_max_seconds=env.number("DLQ_ARCHIVE_MAX_SECONDS", 240.0),
             replay_max_dequeue_count=env.integer("REPLAY_MAX_DEQUEUE_COUNT", 5),
+            order_number_block_size=_block_size(env),
             console=console_access(environ),
         )
 
@@ -158,6 +161,15 @@ def console_access(environ: Mapping[str, str] | None = None) -> ConsoleAccessSet
     env = _Reader(os.environ if environ is None else environ)
     keys = frozenset(key for name in CONSOLE_KEY_SETTINGS if (key := env.optional(name)))
     return ConsoleAccessSettings(keys=keys, easy_auth=env.boolean(EASY_AUTH_SETTING, False))
+
+
+def _block_size(env: _Reader) -> int:
+    size = env.integer("ORDER_NUMBER_BLOCK_SIZE", 0)
+    if size == 1 or size < 0:
+        raise ConfigurationError(
+            f"ORDER_NUMBER_BLOCK_SIZE must be 0 (gapless numbers) or at least 2, got {size}"
+        )
+    return size
 
 
 class _Reader:

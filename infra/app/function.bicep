@@ -105,6 +105,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'PAYMENT_SIMULATOR_DECLINE_TOKENS', value: '' }
         { name: 'PAYMENT_SIMULATOR_OUTAGE_TOKENS', value: '' }
         { name: 'TASK_MAX_ATTEMPTS', value: '5' }
+        { name: 'ORDER_NUMBER_BLOCK_SIZE', value: '0' }
         { name: 'TASK_RETRY_MIN_BACKOFF_SECONDS', value: '1' }
         { name: 'TASK_RETRY_MAX_BACKOFF_SECONDS', value: '30' }
       ]

@@ -5,6 +5,11 @@ param location string
 param tags object = {}
 @allowed(['Standard', 'Premium'])
 param sku string = 'Standard'
+// Premium's capacity (docs/capacity.md): units per partition, and partitions (set at creation).
+@allowed([1, 2, 4, 8, 16])
+param messagingUnitsPerPartition int = 1
+@allowed([1, 2, 4])
+param partitions int = 1
 param queueNames array
 
 resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' = {
@@ -14,9 +19,10 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' = {
   sku: {
     name: sku
     tier: sku
-    capacity: sku == 'Premium' ? 1 : null
+    capacity: sku == 'Premium' ? messagingUnitsPerPartition * partitions : null
   }
   properties: {
+    premiumMessagingPartitions: sku == 'Premium' ? partitions : null
     disableLocalAuth: true
     minimumTlsVersion: '1.2'
   }

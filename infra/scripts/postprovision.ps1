@@ -29,6 +29,7 @@ $settings = [ordered]@{
         PAYMENT_SIMULATOR_DECLINE_TOKENS              = 'tok_declined'
         PAYMENT_SIMULATOR_OUTAGE_TOKENS               = ''
         TASK_MAX_ATTEMPTS                             = '5'
+        ORDER_NUMBER_BLOCK_SIZE                       = '0'
         TASK_RETRY_MIN_BACKOFF_SECONDS                = '1'
         TASK_RETRY_MAX_BACKOFF_SECONDS                = '30'
     }

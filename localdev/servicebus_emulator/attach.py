@@ -149,6 +149,7 @@ def _attach_outbound(amqp: AmqpSession, request: Attach) -> None:
         if link.attached or amqp.outbound.get(request.remote_handle) is not link:
             return
         amqp.broker.sessions.stop_waiting(entity, link)
+        amqp.broker.operations.count(entity, "accept session (none available)")
         refuse(
             amqp,
             link,
@@ -168,6 +169,7 @@ def _complete_outbound_attach(
     source = request.source
     properties = None
     if session is not None:
+        amqp.broker.operations.count(link.entity, "accept session")
         fields = list(field_list(source, 11))
         filters = dict(fields[7]) if isinstance(fields[7], dict) else {}
         filters[Symbol(SESSION_FILTER)] = session.id
@@ -230,6 +232,8 @@ def on_detach(amqp: AmqpSession, fields: list[Any]) -> None:
     link: Link | None = amqp.inbound.get(fields[0]) or amqp.outbound.get(fields[0])
     if link is None:
         return  # already detached by us; the client is answering our detach
+    if isinstance(link, OutboundLink) and link.session_id is not None and link.attached:
+        amqp.broker.operations.count(link.entity, "close session receiver")
     forget(amqp, link)
     amqp.send(DETACH, [UInt(link.handle), True])
     amqp.handles.discard(link.handle)

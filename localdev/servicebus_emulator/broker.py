@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -40,8 +41,26 @@ MAX_MESSAGE_SIZE = 1024 * 1024
 Changes = dict[str, Any] | None  # application properties a settlement modifies
 
 
+class Operations:
+    """What clients asked of each entity, by kind, since the broker started: what a namespace
+    in Azure would have to carry (docs/capacity.md). ``GET /operations`` on the status port."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[tuple[str, str]] = Counter()
+
+    def count(self, entity: Entity | None, kind: str, n: int = 1) -> None:
+        self._counts[(entity.name if entity is not None else "", kind)] += n
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        found: dict[str, dict[str, int]] = {}
+        for (entity, kind), n in sorted(self._counts.items()):
+            found.setdefault(entity, {})[kind] = n
+        return found
+
+
 class Broker:
     def __init__(self, namespace: NamespaceConfig, store: Store | None = None) -> None:
+        self.operations = Operations()
         self.store: Store = store or MemoryStore()
         self.entities = Entities(namespace)
         self.timers = Timers()
@@ -322,10 +341,12 @@ class Broker:
         self, entity: Entity, message: Message, consumer: Consumer, locked_until: int
     ) -> None:
         if consumer.receive_and_delete:
+            self.operations.count(entity, "receive")
             self._remove(entity, message)
             consumer.deliver(message, None, 0)
             return
         token = self.locks.lock(entity, message, consumer, locked_until)
+        self.operations.count(entity, "receive")
         consumer.deliver(message, token, locked_until)
 
     def redeliver(self, entity: Entity, message: Message) -> None:

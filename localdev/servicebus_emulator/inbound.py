@@ -90,8 +90,11 @@ def _enqueue(amqp: AmqpSession, link: InboundLink, data: bytes) -> Described:
                 broker.send(link.entity, next(m for m, _ in messages if not m.session_id), 0)
             for incoming, size in messages:
                 broker.send(link.entity, incoming, size)
+            broker.operations.count(link.entity, "send (messages)", len(messages))
+            broker.operations.count(link.entity, "send (batches)")
         else:
             broker.send(link.entity, parse(data), len(data))
+            broker.operations.count(link.entity, "send (messages)")
         broker.store.commit()
     except BrokerError as failure:
         return Described(ULong(REJECTED), [error(failure.condition, failure.description)])

@@ -108,6 +108,8 @@ def handle(session: AmqpSession, entity: Entity, request: Request) -> Response:
     handler = _OPERATIONS.get(
         operation.removeprefix("com.microsoft:") if isinstance(operation, str) else ""
     )
+    if handler is not None:
+        session.broker.operations.count(entity, str(operation).removeprefix("com.microsoft:"))
     if handler is None:
         return Response(
             400,

@@ -92,10 +92,12 @@ class Emulator:
     async def _respond(self, request: http_server.Request) -> http_server.Response:
         """GET /health and GET /queues (counts) for scripts and people; the rest is the
         management API of the SDKs' administration clients (admin.py)."""
-        if request.method == "GET" and request.path in ("/health", "/queues"):
+        if request.method == "GET" and request.path in ("/health", "/queues", "/operations"):
             body = (
                 {"status": "ready", "connections": len(self.connections)}
                 if request.path == "/health"
+                else self.broker.operations.snapshot()
+                if request.path == "/operations"
                 else self.broker.counts()
             )
             return http_server.Response(200, json.dumps(body).encode(), "application/json")

@@ -18,6 +18,14 @@ if TYPE_CHECKING:
     from .session import AmqpSession
 
 
+_SETTLEMENTS = {
+    ACCEPTED: "complete",
+    RELEASED: "release (message)",
+    MODIFIED: "abandon or defer",
+    REJECTED: "dead-letter",
+}
+
+
 def on_disposition(amqp: AmqpSession, fields: list[Any]) -> None:
     role, first, last, settled, state = fields[:5]
     if not role or not isinstance(first, int):
@@ -40,6 +48,7 @@ def _settle(
     values = field_list(state.value, 3) if isinstance(state, Described) else []
     sid = link.session_id
     broker = amqp.broker
+    broker.operations.count(link.entity, _SETTLEMENTS.get(int(code or 0), "settle (other)"))
     try:
         if code == ACCEPTED:
             broker.complete(token, sid)

@@ -110,6 +110,11 @@ class EmulatorProcess:
         with urllib.request.urlopen(f"{self.http_url}/queues", timeout=5) as response:
             return dict(json.load(response))
 
+    def operations(self) -> dict[str, dict[str, int]]:
+        """What clients asked of each entity, by kind, since the emulator started."""
+        with urllib.request.urlopen(f"{self.http_url}/operations", timeout=5) as response:
+            return dict(json.load(response))
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
 

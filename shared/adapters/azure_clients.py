@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from azure.core.credentials import TokenCredential
 from azure.core.exceptions import ResourceExistsError
@@ -25,6 +26,7 @@ from ..config import (
     ServiceBusConnectionSettings,
     StorageConnectionSettings,
 )
+from .storage_requests import StorageRequestCounter
 from .table_audit import AUDIT_TABLE
 from .table_confirmations import CONFIRMATIONS_TABLE
 from .table_import_manifests import IMPORT_JOBS_TABLE
@@ -106,12 +108,18 @@ def _storage_client(
     settings: StorageConnectionSettings,
 ) -> StorageClient:
     """A connection string's client, or the service's address with the app's identity."""
+    counter = StorageRequestCounter(service)
     connection_string = _storage_connection_string(settings)
     if connection_string:
-        return kind.from_connection_string(connection_string)
-    return kind(
-        _service_uri(settings, service, explicit_uri), credential=_credential(settings.client_id)
-    )
+        client = kind.from_connection_string(connection_string, raw_request_hook=counter)
+    else:
+        client = kind(
+            _service_uri(settings, service, explicit_uri),
+            credential=_credential(settings.client_id),
+            raw_request_hook=counter,
+        )
+    counter.base_path = urlsplit(client.url).path.rstrip("/")
+    return client
 
 
 def service_bus_client(settings: ServiceBusConnectionSettings, **options: Any) -> ServiceBusClient:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .table_idempotency import TableIdempotencyRecords
     from .table_import_manifests import TableManifestStore
     from .table_import_progress import TableImportProgress
-    from .table_order_numbers import TableOrderNumbers
+    from .table_order_numbers import TableBlockOrderNumbers, TableOrderNumbers
     from .table_order_progress import TableOrderProgress
     from .table_products import TableProductCatalog
     from .table_replay_requests import TableReplayRequests
@@ -80,11 +80,16 @@ def catalog(tables: TableServiceClient) -> TableProductCatalog:
     return TableProductCatalog(tables.get_table_client(PRODUCTS_TABLE))
 
 
-def order_numbers(tables: TableServiceClient) -> TableOrderNumbers:
+def order_numbers(
+    tables: TableServiceClient, settings: Settings
+) -> TableOrderNumbers | TableBlockOrderNumbers:
     from .azure_clients import ORDER_NUMBERS_TABLE
-    from .table_order_numbers import TableOrderNumbers
+    from .table_order_numbers import TableBlockOrderNumbers, TableOrderNumbers
 
-    return TableOrderNumbers(tables.get_table_client(ORDER_NUMBERS_TABLE))
+    table = tables.get_table_client(ORDER_NUMBERS_TABLE)
+    if settings.order_number_block_size:
+        return TableBlockOrderNumbers(table, block_size=settings.order_number_block_size)
+    return TableOrderNumbers(table)
 
 
 def payments(tables: TableServiceClient, settings: Settings) -> TableSimulatedPaymentGateway:

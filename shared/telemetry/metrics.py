@@ -23,6 +23,9 @@ DESCRIPTIONS = {
         "Dead letters copied into the archive and removed from the queue."
     ),
     "pipeline.replays.sent": "Archived messages sent again as a replay session.",
+    "storage.requests": (
+        "HTTP requests to Storage, retries included, by table, container or queue and by kind."
+    ),
 }
 
 
@@ -51,3 +54,6 @@ class PipelineMetrics:
             **messages("pipeline.dead_letters.archived")
         )
         self.replays_sent = meter.create_counter(**messages("pipeline.replays.sent"))
+        self.storage_requests = meter.create_counter(
+            "storage.requests", unit="{request}", description=DESCRIPTIONS["storage.requests"]
+        )

@@ -117,3 +117,33 @@ def test_rows_are_counted_once_each_even_when_redelivered(
     assert progress.counts("job-1") == {"imported": 4, "failed": 3}
     assert progress.counts("other") == {}
     assert sorted(catalog.find(["A", "B", "C"])) == ["A", "C"]
+
+
+def test_a_jobs_rows_spread_over_a_partition_per_session_and_older_rows_still_count(
+    table: TableClient,
+) -> None:
+    # Given rows written before the job's rows had a partition per session (PartitionKey = the
+    # job), and rows of a job whose id starts with this one's
+    for step, status in ((1, "imported"), (2, "failed")):
+        table.upsert_entity(
+            {"PartitionKey": "job", "RowKey": f"old~~{step:>09}", "status": status,
+             "session_id": "old", "step": step}
+        )  # fmt: skip
+    progress = TableImportProgress(table)
+    progress.record("job~", "s1", 1, status="imported", reason=None)
+
+    # When rows of two sessions are recorded now
+    for session in ("s1", "s2"):
+        for step in (1, 2):
+            progress.record("job", session, step, status="imported", reason=None)
+
+    # Then each session's rows have a partition of their own
+    partitions = {
+        row["PartitionKey"] for row in table.list_entities() if row["session_id"] != "old"
+    }
+    assert partitions == {"job~~s1", "job~~s2", "job~7E~~s1"}
+    # And the job's counts, whole and per session, take both layouts and no other job
+    assert progress.counts("job") == {"imported": 5, "failed": 1}
+    assert progress.counts("job", session_id="s2") == {"imported": 2}
+    assert progress.counts("job", session_id="old") == {"imported": 1, "failed": 1}
+    assert progress.counts("job~") == {"imported": 1}

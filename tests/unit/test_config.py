@@ -58,6 +58,8 @@ def test_a_missing_connection_says_both_ways_to_set_it(name: str) -> None:
         ("SMTP_PORT", "25.5"),
         ("SMTP_STARTTLS", "maybe"),
         ("TASK_RETRY_MIN_BACKOFF_SECONDS", "soon"),
+        ("ORDER_NUMBER_BLOCK_SIZE", "1"),
+        ("ORDER_NUMBER_BLOCK_SIZE", "-100"),
     ],
 )
 def test_a_bad_value_is_named(name: str, value: str) -> None:
@@ -89,3 +91,22 @@ def test_the_replay_triggers_last_attempt_is_the_hosts_max_dequeue_count_everywh
         ).replay_max_dequeue_count
         == 3
     )
+
+
+@pytest.mark.parametrize(
+    ("block_size", "mode"), [(None, "TableOrderNumbers"), ("100", "TableBlockOrderNumbers")]
+)
+def test_the_block_size_setting_picks_the_order_number_mode(
+    block_size: str | None, mode: str
+) -> None:
+    from azure.data.tables import TableServiceClient
+
+    from shared.adapters import parts
+    from shared.adapters.azure_clients import azurite_connection_string
+
+    env = {**APP_SETTINGS, **({"ORDER_NUMBER_BLOCK_SIZE": block_size} if block_size else {})}
+    tables = TableServiceClient.from_connection_string(azurite_connection_string())
+
+    numbers = parts.order_numbers(tables, Settings.from_env(env))
+
+    assert type(numbers).__name__ == mode
