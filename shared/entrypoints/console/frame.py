@@ -9,6 +9,7 @@ in Azure).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
@@ -170,10 +171,23 @@ def console_base(url: str) -> str:
 
 
 def _local_path(candidate: str | None, base: str) -> str:
-    """Where to go after signing in: a page of the console, never another site."""
-    if candidate and candidate.startswith(base) and "//" not in candidate and "\\" not in candidate:
+    """Where to go after signing in: a page of the console, never another site. Anything
+    else (another path, ``//``, a backslash, a space or a control character, which a
+    ``Location`` header cannot carry or a browser reads otherwise) goes to the console's
+    overview."""
+    if (
+        candidate
+        and (candidate == base or candidate.startswith((f"{base}/", f"{base}?")))
+        and _PRINTABLE_URL.fullmatch(candidate)
+        and "//" not in candidate
+        and "\\" not in candidate
+    ):
         return candidate
     return base
+
+
+# Printable ASCII without the space: what a path and query may hold once percent-encoded.
+_PRINTABLE_URL = re.compile(r"[!-~]+")
 
 
 def _secure(req: func.HttpRequest) -> bool:
