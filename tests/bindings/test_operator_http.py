@@ -15,6 +15,7 @@ import pytest
 
 from shared.domain.archive import replay_session_id
 from shared.domain.envelope import TaskMessage
+from shared.entrypoints.failed_sessions_http import list_failed_sessions
 from shared.entrypoints.operator_http import (
     confirm_bulk,
     edit_and_replay_session,
@@ -116,6 +117,10 @@ def test_resolve_needs_a_key_and_a_note_then_takes_the_session_out_of_the_failed
 
     seen = history("order/1")
     assert seen["status"] == "resolved" and seen["resolved"]["idempotency_key"] == "r-1"
+    listed = _get(list_failed_sessions, "failed-sessions", params={"status": "resolved"})
+    assert [s["session_id"] for s in _json(listed)["items"]] == ["order/1"]
+    listed = _get(list_failed_sessions, "failed-sessions")
+    assert "order/1" not in [s["session_id"] for s in _json(listed)["items"]]
     (entry,) = seen["entries"]
     assert (entry["action"], entry["note"]) == ("resolve", "duplicate of order-2")
     assert entry["who"].startswith("function key ") and "the-host-key" not in entry["who"]
