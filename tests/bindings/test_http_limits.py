@@ -148,6 +148,27 @@ def test_an_idempotency_key_over_255_characters_is_a_400(shop: Twins) -> None:
     assert shop.sender.sessions == []
 
 
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        ("", "must not be empty"),
+        ("   ", "must not be empty"),
+        ("order-1,order-2", "must hold one key"),  # two headers, as the host joins them
+    ],
+    ids=["empty", "blank", "two-headers"],
+)
+def test_an_idempotency_key_sent_empty_blank_or_twice_is_a_400_and_no_order_is_sent(
+    shop: Twins, key: str, problem: str
+) -> None:
+    response = submit_order_http(
+        order_request(json.dumps(ORDER).encode(), **{"Idempotency-Key": key})
+    )
+
+    field, said = field_and_problem(problem_of(response, 400))
+    assert field == "Idempotency-Key" and problem in said
+    assert shop.sender.sessions == [] and shop.orders.accepted == {}
+
+
 # -- POST /api/orders: Idempotency-Key ----------------------------------------------------------
 
 
