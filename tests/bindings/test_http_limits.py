@@ -93,6 +93,24 @@ def shop(twins: Twins) -> Iterator[Twins]:
         ),
         pytest.param(b"[" * 20_000 + b"]" * 20_000, "body", "at most 16", id="nested-20000"),
         pytest.param(
+            json.dumps({**ORDER, "currency": "XXX"}).encode(),
+            "currency",
+            "ISO 4217 in circulation",
+            id="currency-XXX",
+        ),
+        pytest.param(
+            json.dumps({**ORDER, "customer_email": '"a\\"b"@example.com'}).encode(),
+            "customer_email",
+            "a quote",
+            id="quoted-local-part",
+        ),
+        pytest.param(
+            json.dumps({**ORDER, "customer_name": "Ada \u202eecilA"}).encode(),
+            "customer_name",
+            "bidi control U+202E",
+            id="right-to-left-override",
+        ),
+        pytest.param(
             b'{"customer_name": "Ada", "customer_name": "Eve"}',
             "customer_name",
             "appears twice",
