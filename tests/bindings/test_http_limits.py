@@ -340,3 +340,15 @@ def test_a_hostile_bulk_replay_is_refused_and_queues_nothing(
     assert found_field == field and problem in found_problem
     assert "Retry-After" not in response.headers
     assert storage_app.replay_queue.peek_messages() == []
+
+
+@pytest.mark.integration
+def test_a_bulk_replay_without_task_or_reason_says_so_in_a_sentence(
+    storage_app: StorageApp,
+) -> None:
+    response = request_replay(request("POST", "replays", body=b'{"queue": "purchase-tasks"}'))
+
+    document = problem_of(response, 400)
+    assert document["detail"].startswith("task or reason is required: ")
+    assert field_and_problem(document)[0] == "task"
+    assert storage_app.replay_queue.peek_messages() == []
