@@ -11,7 +11,7 @@ import pytest
 
 from shared.bootstrap import Container, use_container
 from shared.config import Settings
-from shared.entrypoints.console.frame import console_sign_in
+from shared.entrypoints.console.frame import console_sign_in, console_sign_out
 from tests.builders import APP_SETTINGS
 
 HOST_KEY = "host-key"
@@ -72,3 +72,22 @@ def test_signing_in_goes_on_to_the_console_page_asked_for(next_path: str) -> Non
 
     assert response.status_code == 303
     assert response.headers["Location"] == next_path
+
+
+def test_a_console_form_over_the_limit_is_a_413_that_says_so() -> None:
+    form = {"csrf": "whatever", "note": "x" * 300_000}
+
+    response = console_sign_out(
+        post("/console/sign-out", form, Cookie=f"console_key={HOST_KEY}", Origin=BASE)
+    )
+
+    assert response.status_code == 413
+    page = response.get_body().decode()
+    assert "too large" in page and "expired" not in page
+    assert "at most 65536 bytes" in page
+
+
+def test_a_sign_in_form_over_the_limit_is_a_413_too() -> None:
+    response = console_sign_in(post("/console/sign-in", {"key": "k" * 300_000}))
+
+    assert response.status_code == 413
