@@ -161,6 +161,10 @@ def status_with(status: Status, claim: ReplayClaim | None) -> Status:
     return RESOLVED if claim is not None and claim.action == RESOLVE else status
 
 
+# What the overview counts failed sessions by: (status, queue, failed task, reason).
+GroupKey = tuple[str, str, str | None, str]
+
+
 @dataclass(frozen=True)
 class SummaryFilter:
     """Which failed sessions to list: each field that is set must match."""
