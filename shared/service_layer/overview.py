@@ -4,6 +4,7 @@ still waiting for the archive timer in each session queue."""
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 from ..domain.archive import FAILED, REPLAYED, RESOLVED
 from ..domain.import_jobs import ImportJobStatus, import_job_status
-from ..domain.order_status import order_status
+from ..domain.order_status import OrderRecord, order_status
 from ..domain.pipelines import PURCHASE_TASKS
 from .failed_sessions import FailureGroup, group_by_status
 from .operator_ports import DeadLetterCounter
@@ -83,18 +84,22 @@ def count_orders(progress: OrderProgress) -> Orders:
     """Orders by where they stand, from their recorded steps (``order_status``): a replayed
     order whose replay completed counts as completed."""
     records = progress.records(up_to=ORDERS_COUNTED_MAX)
-    statuses = Counter(
-        order_status(
-            record, PURCHASE_TASKS, order_number=None, charged=None, failure=None, claim=None
-        ).status
-        for record in records
-    )
+    statuses = Counter(_status_of(record) for record in records)
     return Orders(
         in_flight=statuses["accepted"] + statuses["running"],
         completed=statuses["completed"],
         failed=statuses["failed"],
         counted=len(records),
     )
+
+
+@functools.lru_cache(maxsize=2 * ORDERS_COUNTED_MAX)
+def _status_of(record: OrderRecord) -> str:
+    """Where an order stands from its steps alone. Kept per record: the overview counts the
+    same records every few seconds (the console refreshes), and most have not changed."""
+    return order_status(
+        record, PURCHASE_TASKS, order_number=None, charged=None, failure=None, claim=None
+    ).status
 
 
 def imports_in_progress(
