@@ -5,6 +5,7 @@ the latest outcome of each step, which a redelivery or a replay of the step over
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any
 
 from azure.data.tables import TableClient, UpdateMode
@@ -23,8 +24,9 @@ class TableOrderProgress:
 
     def __init__(self, table: TableClient) -> None:
         self._table = table
-        self._snapshot = TableSnapshot(table)
+        self._snapshot: TableSnapshot | None = None  # made by the first records()
         self._records: dict[str, OrderRecord] = {}  # by partition key, as of the snapshot
+        self._reading = threading.Lock()
 
     @translated(TABLE_STORAGE)
     def accept(self, job_id: str, session_id: str, at: str) -> None:
@@ -67,12 +69,22 @@ class TableOrderProgress:
     def records(self, *, up_to: int) -> list[OrderRecord]:
         """The first ``up_to`` orders by partition key. The table is read whole once, then
         only the rows written since (``TableSnapshot``): the console counts every order every
-        few seconds, and a scan of thousands of orders took a second or more each time."""
-        with self._snapshot.refreshed() as (partitions, changed):
-            for partition in changed:
-                entities = sorted(partitions[partition].values(), key=lambda e: str(e["RowKey"]))
-                self._records[partition] = _record_of(partition, entities)
-            return [self._records[key] for key in sorted(self._records)[:up_to]]
+        few seconds, and a scan of thousands of orders took a second or more each time. Only
+        the first ``up_to`` orders are kept in memory (a larger ``up_to`` reads again)."""
+        with self._reading:
+            if self._snapshot is None or self._snapshot.limit < up_to:
+                self._snapshot, self._records = TableSnapshot(self._table, partitions=up_to), {}
+            with self._snapshot.refreshed() as (partitions, changed):
+                for partition in changed:
+                    entities = sorted(partitions[partition].values(), key=_row_key)
+                    self._records[partition] = _record_of(partition, entities)
+                for gone in self._records.keys() - partitions.keys():
+                    del self._records[gone]  # made room for an order with a smaller key
+                return [self._records[key] for key in sorted(self._records)[:up_to]]
+
+
+def _row_key(entity: Any) -> str:
+    return str(entity["RowKey"])
 
 
 def _record_of(partition: str, entities: list[Any]) -> OrderRecord:

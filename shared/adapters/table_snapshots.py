@@ -4,6 +4,7 @@ overview) reads instead of the whole table each time."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -29,6 +30,11 @@ class TableSnapshot:
     the previous read began, by the service's clock. Only for tables whose rows are upserted
     and never deleted: a deleted row would stay. Thread-safe: one refresh at a time, and the
     rows are read under the same lock.
+
+    With ``partitions``, only the rows of that many partitions, those with the smallest keys,
+    are kept: the first read stops there (the service returns rows in key order), and a row of
+    a smaller partition read later takes the place of the largest one kept. Memory stays
+    bounded however large the table grows.
     """
 
     def __init__(
@@ -39,8 +45,10 @@ class TableSnapshot:
         parameters: Mapping[str, Any] | None = None,
         select: tuple[str, ...] | None = None,
         overlap: timedelta = OVERLAP,
+        partitions: int | None = None,
     ) -> None:
         self._table = table
+        self._limit = partitions
         self._overlap = overlap
         self._where = where
         self._parameters = dict(parameters or {})
@@ -48,6 +56,11 @@ class TableSnapshot:
         self._partitions: dict[str, dict[str, Any]] = {}
         self._last_read: datetime | None = None  # when the last read began, the service's time
         self._lock = threading.Lock()
+
+    @property
+    def limit(self) -> int:
+        """How many partitions are kept (unbounded: the largest int)."""
+        return self._limit if self._limit is not None else sys.maxsize
 
     @contextmanager
     def refreshed(self) -> Iterator[tuple[Mapping[str, Mapping[str, Any]], set[str]]]:
@@ -71,14 +84,31 @@ class TableSnapshot:
             raw_response_hook=lambda response: dates.append(_date_of(response)),
         )
         changed: set[str] = set()
+        first = self._last_read is None
         for row in rows:
             partition = str(row["PartitionKey"])
+            if not self._room_for(partition):
+                if first:
+                    break  # in key order: every row after this one is of a larger partition
+                continue
             self._partitions.setdefault(partition, {})[str(row["RowKey"])] = row
             changed.add(partition)
         if dates:
             # The first page's Date, to the second: the read began at most a second before.
             self._last_read = min(dates) - timedelta(seconds=1)
         return changed
+
+    def _room_for(self, partition: str) -> bool:
+        """Whether ``partition`` is kept, making room for it when it is among the smallest."""
+        if self._limit is None or partition in self._partitions:
+            return True
+        if len(self._partitions) < self._limit:
+            return True
+        largest = max(self._partitions)
+        if partition > largest:
+            return False
+        del self._partitions[largest]
+        return True
 
 
 def _date_of(response: Any) -> datetime:

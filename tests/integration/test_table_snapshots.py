@@ -107,3 +107,29 @@ def test_sessions_are_counted_by_status_and_group_as_claims_change_them(
         ("resolved", "purchase-tasks", "ProcessPayment", "PaymentDeclined"): 1,
         ("failed", "purchase-tasks", "ProcessPayment", "PaymentProviderUnavailable"): 1,
     }
+
+
+def test_a_bounded_snapshot_keeps_the_smallest_partitions_as_rows_arrive(
+    table: TableClient,
+) -> None:
+    for n in (10, 20, 30, 40):
+        table.upsert_entity({"PartitionKey": f"p{n}", "RowKey": "r"})
+    snapshot = TableSnapshot(table, partitions=2)
+    with snapshot.refreshed() as (rows, _):
+        assert sorted(rows) == ["p10", "p20"]
+
+    table.upsert_entity({"PartitionKey": "p15", "RowKey": "r"})  # among the smallest
+    table.upsert_entity({"PartitionKey": "p50", "RowKey": "r"})  # past them
+    with snapshot.refreshed() as (rows, _):
+        assert sorted(rows) == ["p10", "p15"]
+
+
+def test_orders_past_the_counted_bound_are_not_kept(table: TableClient) -> None:
+    progress = TableOrderProgress(table)
+    for job in ("o/1", "o/2", "o/3"):
+        progress.accept(job, f"s-{job}", "t")
+
+    assert [r.job_id for r in progress.records(up_to=2)] == ["o/1", "o/2"]
+    progress.accept("o/0", "s-0", "t")
+    assert [r.job_id for r in progress.records(up_to=2)] == ["o/0", "o/1"]
+    assert [r.job_id for r in progress.records(up_to=10)] == ["o/0", "o/1", "o/2", "o/3"]
