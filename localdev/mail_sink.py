@@ -69,13 +69,38 @@ class MailSink:
             return self._arrived.wait_for(lambda: len(self._raw) > count, timeout)
 
 
+def _verbatim_smtp() -> type:
+    """aiosmtpd's SMTP server, with envelope addresses kept as the client sent them: it reads
+    them with the e-mail header parser, which decodes RFC 2047 words (``=?utf-8?q?x?=@host``
+    became ``x@host``), a different mailbox; SMTP addresses have no encoded words."""
+    from aiosmtpd.smtp import SMTP
+
+    class VerbatimSMTP(SMTP):
+        def _getaddr(self, arg: str) -> tuple[str | None, str | None]:
+            address, rest = super()._getaddr(arg)
+            if not address:
+                return address, rest  # refused or empty, as aiosmtpd decided
+            text = arg.strip()
+            if text.startswith("<") and ">" in text:
+                return text[1 : text.index(">")], rest
+            return text.split(None, 1)[0], rest
+
+    return VerbatimSMTP
+
+
 @contextmanager
 def run_mail_sink(port: int | None = None, *, echo: bool = False) -> Iterator[MailSink]:
     """Listen on 127.0.0.1:``port`` (a free port when ``None``) until the block ends."""
     from aiosmtpd.controller import Controller
 
+    smtp = _verbatim_smtp()
+
+    class VerbatimController(Controller):
+        def factory(self) -> Any:
+            return smtp(self.handler, **self.SMTP_kwargs)
+
     sink = MailSink(host="127.0.0.1", port=port or free_port(), echo=echo)
-    controller = Controller(sink, hostname=sink.host, port=sink.port)
+    controller = VerbatimController(sink, hostname=sink.host, port=sink.port)
     controller.start()
     try:
         yield sink

@@ -5,6 +5,7 @@ The export lines are also written to ``.data/stack.env`` for ``. .data/stack.env
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -12,12 +13,19 @@ from pathlib import Path
 from localdev.stack import LocalStack
 from localdev.stack_layout import shown
 from shared.config import SERVICE_BUS_CONNECTION, STORAGE_CONNECTION
+from shared.telemetry.setup import CONNECTION_STRING, OTLP_ENDPOINT
 
 
 def exports(stack: LocalStack) -> dict[str, str]:
     """The variables another shell needs: ``API`` and ``KEY`` for curl, the two connections
-    under the setting names the app and the Spark job read, and Spark's local settings (its
-    Python workers run the venv's interpreter, which has the Azure SDKs)."""
+    under the setting names the app and the Spark job read, Spark's local settings (its
+    Python workers run the venv's interpreter, which has the Azure SDKs), and where telemetry
+    goes when the stack's app sends it somewhere (so the Spark job's trace joins the app's)."""
+    telemetry = {
+        name: value
+        for name in (OTLP_ENDPOINT, CONNECTION_STRING)
+        if (value := stack.settings.get(name) or os.environ.get(name))
+    }
     return {
         "API": stack.api_url,
         "KEY": stack.function_key,
@@ -25,6 +33,7 @@ def exports(stack: LocalStack) -> dict[str, str]:
         SERVICE_BUS_CONNECTION: stack.servicebus_connection_string,
         "PYSPARK_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
+        **telemetry,
     }
 
 
@@ -46,9 +55,10 @@ def summary(stack: LocalStack) -> str:
     lines = [
         "",
         "The local stack is up.",
-        f"  API           {stack.api_url}/  (x-functions-key: {keys.host}; "
-        f"master key {keys.master})",
-        f"  Console       {stack.console_url}  (sign in with the host key above)",
+        f"  API           {stack.api_url}/  (x-functions-key: the host key, $KEY below)",
+        f"  Host key      {keys.host}  (the API's key, and the one to sign in to the console)",
+        f"  Master key    {keys.master}  (admin: the host's own endpoints)",
+        f"  Console       {stack.console_url}  (sign in with the host key)",
         f"  Storage       {stack.storage_connection_string}",
         f"  Service Bus   {stack.servicebus_connection_string}",
         f"  Emulator      {status}/health  {status}/queues  (messages per queue)",

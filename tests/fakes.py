@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -278,6 +279,12 @@ class InMemoryDeadLetterArchive:
         page = matching[:page_size]
         rest = matching[page_size:]
         return Page(page, rest[0].session_id if rest else None)
+
+    def count_sessions(self) -> Counter[domain.GroupKey]:
+        return Counter(
+            (s.status, s.queue, s.failed_task, s.reason)
+            for s in map(self.get_summary, self.summaries)
+        )
 
 
 def archive_holding(*letters: DeadLetter) -> InMemoryDeadLetterArchive:

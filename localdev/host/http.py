@@ -1,10 +1,13 @@
 """HTTP triggers behind a small threaded HTTP server on 127.0.0.1.
 
 Routes are ``/<routePrefix>/<route>`` (host.json extensions.http.routePrefix, "api" by default).
-A request whose path matches no route, or matches only with another method, gets 404, as on the
-Functions host. Auth levels: anonymous; function (a function key, the host key or the master
-key); admin (the master key only). A key goes in the ``x-functions-key`` header or the ``code``
-query parameter; a missing or wrong key gets 401.
+A request whose path matches no route, or matches only with another method (any method, TRACE
+and WebDAV's included), gets 404 without a body, as on the Functions host (which does not answer
+405 with Allow there; an open azure-functions-host issue asks it to). A request it cannot read
+at all gets its 4xx or 505 with an empty body. The listen backlog is Kestrel's (512), and a
+client that hangs up early is one log line. Auth levels: anonymous; function (a function key,
+the host key or the master key); admin (the master key only). A key goes in the
+``x-functions-key`` header or the ``code`` query parameter; a missing or wrong key gets 401.
 
 The request goes to the worker as ``RpcHttp`` (the host's ToRpcHttp, for a worker that asked for
 raw body bytes and the body alone); the worker's ``RpcHttp`` answer is the response.
@@ -22,6 +25,7 @@ import hmac
 import json
 import logging
 import re
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -129,8 +133,7 @@ class HttpFrontEnd:
             # Headers, and a keep-alive connection's wait for its next request, time out too.
             timeout = read_timeout
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server((host, port), Handler)
         self.port = int(self._server.server_address[1])
         self.base_url = f"http://{host}:{self.port}"
         self._thread: threading.Thread | None = None
@@ -469,6 +472,23 @@ def _send(
         handler.wfile.write(body)
 
 
+class _Server(ThreadingHTTPServer):
+    # Kestrel's listen backlog (SocketTransportOptions.Backlog): a burst of clients waits to be
+    # accepted. socketserver's 5 had the kernel reset connections of a burst of 20.
+    request_queue_size = 512
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up before its answer is written (``curl -f`` on a 404 does) is
+        one line, as in Kestrel's log; socketserver printed a traceback to stderr."""
+        error = sys.exception()
+        where = f"{client_address[0]}:{client_address[1]}"
+        if isinstance(error, ConnectionError):
+            logger.info("The client %s hung up (%s)", where, type(error).__name__)
+        else:
+            logger.error("The request from %s failed", where, exc_info=error)
+
+
 class _Handler(BaseHTTPRequestHandler):
     owner: HttpFrontEnd
     protocol_version = "HTTP/1.1"
@@ -476,7 +496,25 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         self.owner.handle(self)
 
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _dispatch
+    def __getattr__(self, name: str) -> Any:
+        # Every method goes to the routes, as on Kestrel: TRACE, PROPFIND or a method of its own
+        # gets the 404 of a route it does not match, not http.server's HTML 501 page.
+        if name.startswith("do_"):
+            return self._dispatch
+        raise AttributeError(name)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """A request http.server cannot read (a malformed request line, headers too long):
+        the status with an empty body and the connection closed, as Kestrel answers, instead
+        of an HTML page."""
+        logger.info("%s: %d %s", self.address_string(), code, message or "")
+        self.close_connection = True
+        # Before the request line is read the version is 0.9's, which has no status line.
+        self.request_version = self.protocol_version
+        self.send_response(code)  # the standard reason phrase, not the request's text
+        self.send_header("Content-Length", "0")
+        self.send_header("Connection", "close")
+        self.end_headers()
 
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug("%s - %s", self.address_string(), format % args)

@@ -8,6 +8,8 @@ recorded; the other writers merge their own columns and leave it alone.
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from azure.core import MatchConditions
@@ -21,6 +23,7 @@ from ..domain.archive import (
     RESOLVED,
     FailedSession,
     FailureRecord,
+    GroupKey,
     ReplayClaim,
     SessionNotArchived,
     SummaryFilter,
@@ -31,6 +34,7 @@ from ..service_layer.ports import Page
 from .azure_errors import TABLE_STORAGE, translated
 from .table_batches import decode_token, encode_token
 from .table_keys import table_key, value_of_table_key
+from .table_snapshots import TableSnapshot
 
 SUMMARY_ROW = "summary"
 _CLAIM_ATTEMPTS = 20  # each lost round means another writer changed the row: read it again
@@ -42,6 +46,21 @@ class TableFailedSessions:
 
     def __init__(self, sessions: TableClient) -> None:
         self._sessions = sessions
+        # What count_sessions reads: each summary's group and status columns.
+        self._counted = TableSnapshot(
+            sessions,
+            where="RowKey eq @row and status ne ''",
+            parameters={"row": SUMMARY_ROW},
+            select=(
+                "queue",
+                "failed_task",
+                "reason",
+                "status",
+                "claim_key",
+                "claim_action",
+                "replay_key",
+            ),
+        )
 
     @translated(TABLE_STORAGE)
     def record(self, session_id: str, record: FailureRecord) -> None:
@@ -158,6 +177,23 @@ class TableFailedSessions:
         # status column is resolved, not failed.
         items = [s for s in items if selected.status in (None, s.status)]
         return Page(items, encode_token(pages.continuation_token))
+
+    @translated(TABLE_STORAGE)
+    def count_sessions(self) -> Mapping[GroupKey, int]:
+        """From the summaries' group and status columns, read whole once and then only where
+        written since (``TableSnapshot``): a page of every session each time took 200 ms
+        for a thousand sessions."""
+        with self._counted.refreshed() as (partitions, _):
+            return Counter(
+                (
+                    status_with(entity.get("status") or FAILED, _claim_of(entity)),
+                    entity.get("queue") or "",
+                    entity.get("failed_task"),
+                    entity.get("reason") or "",
+                )
+                for rows in partitions.values()
+                for entity in rows.values()
+            )
 
     def _summary_entity(self, session_id: str) -> TableEntity | None:
         try:

@@ -5,7 +5,7 @@ the latest outcome of each step, which a redelivery or a replay of the step over
 from __future__ import annotations
 
 import contextlib
-import itertools
+import threading
 from typing import Any
 
 from azure.data.tables import TableClient, UpdateMode
@@ -13,6 +13,7 @@ from azure.data.tables import TableClient, UpdateMode
 from ..domain.order_status import OrderRecord, StepOutcome
 from .azure_errors import TABLE_STORAGE, translated
 from .table_keys import table_key, value_of_table_key
+from .table_snapshots import TableSnapshot
 
 _ACCEPTED = "accepted"
 _STEP = "step-"
@@ -23,6 +24,9 @@ class TableOrderProgress:
 
     def __init__(self, table: TableClient) -> None:
         self._table = table
+        self._snapshot: TableSnapshot | None = None  # made by the first records()
+        self._records: dict[str, OrderRecord] = {}  # by partition key, as of the snapshot
+        self._reading = threading.Lock()
 
     @translated(TABLE_STORAGE)
     def accept(self, job_id: str, session_id: str, at: str) -> None:
@@ -63,20 +67,32 @@ class TableOrderProgress:
 
     @translated(TABLE_STORAGE)
     def records(self, *, up_to: int) -> list[OrderRecord]:
-        """One scan of the table: its rows come grouped by partition, one partition an order."""
-        records: list[OrderRecord] = []
-        for _, group in itertools.groupby(
-            self._table.list_entities(), key=lambda e: str(e["PartitionKey"])
-        ):
-            if len(records) >= up_to:
-                break
-            entities = list(group)
-            job_id = next((e["job_id"] for e in entities if e.get("job_id")), None)
-            if job_id is None:  # steps recorded, the acceptance not: the key holds the id
-                with contextlib.suppress(ValueError):  # a digest key holds none
-                    job_id = value_of_table_key(str(entities[0]["PartitionKey"]))
-            records.append(_record(job_id or "", entities))
-        return records
+        """The first ``up_to`` orders by partition key. The table is read whole once, then
+        only the rows written since (``TableSnapshot``): the console counts every order every
+        few seconds, and a scan of thousands of orders took a second or more each time. Only
+        the first ``up_to`` orders are kept in memory (a larger ``up_to`` reads again)."""
+        with self._reading:
+            if self._snapshot is None or self._snapshot.limit < up_to:
+                self._snapshot, self._records = TableSnapshot(self._table, partitions=up_to), {}
+            with self._snapshot.refreshed() as (partitions, changed):
+                for partition in changed:
+                    entities = sorted(partitions[partition].values(), key=_row_key)
+                    self._records[partition] = _record_of(partition, entities)
+                for gone in self._records.keys() - partitions.keys():
+                    del self._records[gone]  # made room for an order with a smaller key
+                return [self._records[key] for key in sorted(self._records)[:up_to]]
+
+
+def _row_key(entity: Any) -> str:
+    return str(entity["RowKey"])
+
+
+def _record_of(partition: str, entities: list[Any]) -> OrderRecord:
+    job_id = next((e["job_id"] for e in entities if e.get("job_id")), None)
+    if job_id is None:  # steps recorded, the acceptance not: the key holds the id
+        with contextlib.suppress(ValueError):  # a digest key holds none
+            job_id = value_of_table_key(partition)
+    return _record(job_id or "", entities)
 
 
 def _record(job_id: str, entities: list[Any]) -> OrderRecord:

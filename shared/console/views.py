@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
@@ -32,7 +34,10 @@ class TimelineEntry:
 
 
 def body_of(raw: bytes) -> Body:
-    """JSON pretty-printed (keys in their order), else UTF-8 text, else a hex dump."""
+    """JSON pretty-printed (keys in their order), else UTF-8 text, else a hex dump. Characters
+    that do not show themselves (bidi controls such as U+202E, which would show the text
+    around them reversed, zero-width and other format or control characters) are shown as
+    their ``\\uXXXX`` escape, so an operator sees what the message holds."""
     try:
         text = json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
         kind = "JSON"
@@ -41,7 +46,20 @@ def body_of(raw: bytes) -> Body:
             text, kind = raw.decode("utf-8"), "text"
         except UnicodeDecodeError:
             text, kind = raw.hex(" ", 1), "binary"
+    text = _CANDIDATES.sub(_shown, text)
     return Body(kind, text[:BODY_SHOWN_MAX], len(raw), len(text) > BODY_SHOWN_MAX)
+
+
+# Anything but printable ASCII and the line breaks and tabs a body is laid out with; of those,
+# the format characters (Cf), the other controls, lone surrogates and the line and paragraph
+# separators are escaped.
+_CANDIDATES = re.compile(r"[^\x20-\x7e\n\r\t]")
+_INVISIBLE = frozenset({"Cf", "Cc", "Cs", "Zl", "Zp"})
+
+
+def _shown(found: re.Match[str]) -> str:
+    char = found.group()
+    return f"\\u{ord(char):04x}" if unicodedata.category(char) in _INVISIBLE else char
 
 
 def timeline(rows: Iterable[ArchivedMessage]) -> list[TimelineEntry]:

@@ -19,6 +19,17 @@ FAILED: Literal["failed"] = "failed"
 REPLAYED: Literal["replayed"] = "replayed"
 RESOLVED: Literal["resolved"] = "resolved"  # by an operator, without a replay
 Status = Literal["failed", "replayed", "resolved"]
+# What a list of failed sessions may be narrowed to, as the API and the console spell it:
+# one status, or "any" for all of them.
+ANY_STATUS = "any"
+STATUS_CHOICES = (FAILED, REPLAYED, RESOLVED, ANY_STATUS)
+
+
+def status_filter(choice: str) -> str | None:
+    """The ``SummaryFilter.status`` of one of ``STATUS_CHOICES``."""
+    return None if choice == ANY_STATUS else choice
+
+
 REPLAY: Literal["replay"] = "replay"
 RESOLVE: Literal["resolve"] = "resolve"
 
@@ -148,6 +159,10 @@ def status_with(status: Status, claim: ReplayClaim | None) -> Status:
     """A session whose claim is a resolution is resolved, whatever its rows say (an archive
     run may still be adding the rest of its dead letters)."""
     return RESOLVED if claim is not None and claim.action == RESOLVE else status
+
+
+# What the overview counts failed sessions by: (status, queue, failed task, reason).
+GroupKey = tuple[str, str, str | None, str]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from .archive import SummaryFilter
-from .errors import Conflict
+from .errors import Conflict, InvalidInput
 from .replays import BulkAction
 
 TOKEN_LIFETIME = timedelta(minutes=15)
@@ -30,6 +30,15 @@ class Selection:
         """The sessions with ``status`` among those the selection's queue, task and reason
         choose (the fingerprint is matched on what that lists)."""
         return SummaryFilter(queue=self.queue, task=self.task, reason=self.reason, status=status)
+
+    def check_chooses(self) -> None:
+        """A bulk action chooses its sessions by a task, a reason or both, never by the queue
+        alone: ``InvalidInput`` naming ``task`` otherwise."""
+        if not (self.task or self.reason):
+            raise InvalidInput(
+                "task",
+                "or reason is required: a bulk action chooses sessions by task, reason or both",
+            )
 
 
 @dataclass(frozen=True)

@@ -57,19 +57,55 @@ class IdempotencyKeyReused(Unprocessable):
 
 def idempotency_key(raw: str | None, *, required: bool) -> str | None:
     """The header's key: a string of 1 to 255 printable ASCII characters, bare or as a
-    Structured Field string (``"..."``, the draft's form). Raises ``InvalidInput``."""
-    value = (raw or "").strip()
-    if len(value) >= 2 and value[0] == value[-1] == '"':
-        value = value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-    if not value:
+    Structured Field string (``"..."``, the draft's form). ``raw`` is None when the request
+    has no such header; a header that is there but empty or blank is refused, as is one that
+    holds two keys (two headers reach the app joined by a comma). Raises ``InvalidInput``."""
+    if raw is None:
         if required:
             raise InvalidInput(HEADER, "is required")
         return None
+    value = raw.strip(" \t")
+    if value.startswith('"'):
+        value = _sf_string(value)
+    elif "," in value:
+        raise InvalidInput(HEADER, _ONE_KEY)
+    if not value:
+        raise InvalidInput(
+            HEADER, f"must not be empty: send 1 to {MAX_KEY_LENGTH} characters, or no header"
+        )
     if len(value) > MAX_KEY_LENGTH:
         raise InvalidInput(HEADER, f"must be at most {MAX_KEY_LENGTH} characters")
     if not all(" " <= c <= "~" for c in value):
         raise InvalidInput(HEADER, "must be printable ASCII (a UUID is a good key)")
     return value
+
+
+_ONE_KEY = (
+    "must hold one key (two Idempotency-Key headers reach the app joined by a comma): send "
+    "the header once, with a key without commas"
+)
+
+
+def _sf_string(value: str) -> str:
+    """The content of a Structured Field string (RFC 8941 3.3.3): ``\\"`` and ``\\\\`` are
+    its only escapes, and nothing may follow the closing quote."""
+    content: list[str] = []
+    index = 1
+    while index < len(value):
+        char = value[index]
+        if char == "\\":
+            if index + 1 == len(value) or value[index + 1] not in '"\\':
+                raise InvalidInput(HEADER, 'may escape only " and \\ inside its quotes')
+            content.append(value[index + 1])
+            index += 2
+        elif char == '"':
+            if value[index + 1 :].strip(" \t"):
+                raise InvalidInput(HEADER, _ONE_KEY)
+            return "".join(content)
+        else:
+            content.append(char)
+            index += 1
+    raise InvalidInput(HEADER, "opens a quoted string that it does not close")
 
 
 def fingerprint(*parts: Any) -> str:

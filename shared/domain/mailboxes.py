@@ -1,9 +1,12 @@
 """E-mail addresses the app can mail: SMTP mailboxes (RFC 5321), internationalised (RFC 6531).
 
-An address is accepted only when it can be written on the SMTP envelope: a local part of at
-most 64 octets without control characters (quoted when it is not a plain dot-string), and a
-domain of host-name labels, non-ASCII labels included (IDNA 2008 with the UTS #46 mapping, as
-browsers and mail servers resolve them; their ASCII form is xn--...).
+An address is accepted only when it can be written on the SMTP envelope as it was given: a
+local part of at most 64 octets without control or format characters (bidi overrides among
+them, which would show the address reversed) and without a quote or a backslash, quoted on the
+envelope when it is not a plain dot-string (a quoted local part as sent, ``"a\\"b"@...``, is
+refused: quoting it again would name another mailbox, and unquoting it would change what the
+customer typed), and a domain of host-name labels, non-ASCII labels included (IDNA 2008 with
+the UTS #46 mapping, as browsers and mail servers resolve them; their ASCII form is xn--...).
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ MAX_DOMAIN_OCTETS = 253
 _ATEXT = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]|[^\x00-\x7f]")
 _LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 # Control characters, lone surrogates, line and paragraph separators: nothing an SMTP
-# envelope or a header can carry.
-_FORBIDDEN = frozenset({"Cc", "Cs", "Zl", "Zp"})
+# envelope or a header can carry. Format characters (U+202E and the other bidi controls,
+# zero-width joiners): invisible, they make an address read as another.
+_FORBIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 @dataclass(frozen=True)
@@ -54,9 +58,14 @@ def parse_mailbox(text: str, *, field: str = "email") -> Mailbox:
         raise InvalidInput(field, "must hold exactly one @")
     bad = next((c for c in text if unicodedata.category(c) in _FORBIDDEN), None)
     if bad is not None:
-        raise InvalidInput(field, f"must not contain the control character U+{ord(bad):04X}")
+        kind = "format" if unicodedata.category(bad) == "Cf" else "control"
+        raise InvalidInput(field, f"must not contain the {kind} character U+{ord(bad):04X}")
     if any(c.isspace() for c in text):
         raise InvalidInput(field, "must not contain spaces")
+    if '"' in local or "\\" in local:
+        raise InvalidInput(
+            field, 'must not contain a quote (") or a backslash before the @: write it unquoted'
+        )
     if len(local.encode("utf-8")) > MAX_LOCAL_OCTETS:
         raise InvalidInput(
             field, f"has a part before the @ longer than {MAX_LOCAL_OCTETS} bytes (UTF-8)"

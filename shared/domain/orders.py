@@ -1,8 +1,9 @@
 """An order as the HTTP API accepts it, checked field by field.
 
 Whatever passes can be charged, rendered and mailed: text fields are Unicode scalar values
-(no lone surrogates), and the e-mail address is a mailbox an SMTP server can take
-(``mailboxes.parse_mailbox``)."""
+(no lone surrogates) without bidi controls (a U+202E in a name shows it reversed on the
+receipt and in the console), the currency is one of ISO 4217, and the e-mail address is a
+mailbox an SMTP server can take (``mailboxes.parse_mailbox``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ from .products import check_currency, check_sku
 MAX_LINES = 100
 MAX_QUANTITY = 1000
 MAX_TEXT = 256
+# Unicode's Bidi_Control characters: the marks, embeddings, overrides and isolates.
+BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,13 @@ def _required_str(document: Mapping[str, Any], name: str, *, where: str = "") ->
     if not isinstance(value, str):
         raise InvalidInput(path, "must be a string")
     check_text(path, value)
+    bidi = next((c for c in value if c in BIDI_CONTROLS), None)
+    if bidi is not None:
+        raise InvalidInput(
+            path,
+            f"must not contain the bidi control U+{ord(bidi):04X}, which changes how the text "
+            "around it is shown: send the text without it",
+        )
     value = value.strip()
     if not value:
         raise InvalidInput(path, "must not be empty")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from .currencies import ISO_4217
 from .errors import InvalidInput
 
 _SKU = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -18,12 +19,20 @@ MAX_PRICE = Decimal("1000000")
 def check_sku(field: str, sku: str) -> None:
     """The rule for a SKU wherever one comes in (a product row, an order line)."""
     if not _SKU.match(sku):
-        raise InvalidInput(field, "must be 1-64 letters, digits, '.', '_' or '-'")
+        raise InvalidInput(
+            field, "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
 
 
 def check_currency(field: str, currency: str) -> None:
+    """The rule for a currency wherever one comes in (a product row, an order)."""
     if not _CURRENCY.match(currency):
         raise InvalidInput(field, "must be a three-letter ISO 4217 code such as EUR")
+    if currency not in ISO_4217:
+        raise InvalidInput(
+            field,
+            f"must be a currency of ISO 4217 in circulation such as EUR; {currency} is not one",
+        )
 
 
 @dataclass(frozen=True)

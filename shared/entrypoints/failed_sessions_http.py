@@ -7,7 +7,7 @@ from dataclasses import asdict
 import azure.functions as func
 
 from ..bootstrap import container
-from ..domain.archive import SummaryFilter
+from ..domain.archive import STATUS_CHOICES, SummaryFilter, status_filter
 from ..service_layer import failed_sessions as sessions
 from ..service_layer.replay import replay_session
 from .http import FUNCTION_KEY, api_route, endpoint, json_response
@@ -25,7 +25,6 @@ from .views import replay_status_url, replay_view, row_view, session_view
 
 bp = func.Blueprint()
 
-STATUSES = ("failed", "replayed", "any")
 MAX_REPLAY_BODY_BYTES = 4096  # the route reads no body; a client may send an empty object
 
 
@@ -33,7 +32,7 @@ MAX_REPLAY_BODY_BYTES = 4096  # the route reads no body; a client may send an em
 @endpoint
 def list_failed_sessions(req: func.HttpRequest) -> func.HttpResponse:
     """Failed sessions, filtered by queue, task, reason and status ("failed" by default,
-    "replayed", "any"); paged with an opaque continuation token."""
+    "replayed", "resolved", "any"); paged with an opaque continuation token."""
     page = sessions.list_failed_sessions(
         container().archive,
         SummaryFilter(
@@ -107,5 +106,4 @@ def replay_failed_session(req: func.HttpRequest) -> func.HttpResponse:
 
 
 def _status(req: func.HttpRequest) -> str | None:
-    status = query_choice(req, "status", STATUSES, "failed")
-    return None if status == "any" else status
+    return status_filter(query_choice(req, "status", STATUS_CHOICES, "failed"))

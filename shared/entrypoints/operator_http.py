@@ -12,7 +12,7 @@ from typing import Any
 import azure.functions as func
 
 from ..bootstrap import container
-from ..domain.archive import SummaryFilter
+from ..domain.archive import STATUS_CHOICES, SummaryFilter, status_filter
 from ..domain.confirmations import Selection
 from ..domain.errors import InvalidInput
 from ..service_layer.bulk_actions import bulk_action
@@ -34,7 +34,6 @@ from .operator_views import history_view, preview_view, resolution_view
 
 bp = func.Blueprint()
 
-STATUSES = ("failed", "replayed", "resolved", "any")
 MAX_EDIT_BODY_BYTES = 1024 * 1024  # a session's edited messages, each at most 256 KiB
 MAX_NOTE_BODY_BYTES = 16 * 1024
 FILTERS = ("queue", "task", "reason")
@@ -177,10 +176,9 @@ CONFIRM_EXAMPLE = '{"action": "replay", "token": "...", "note": "provider is bac
 
 
 def _selected(req: func.HttpRequest) -> SummaryFilter:
-    status = query_choice(req, "status", STATUSES, "failed")
+    status = query_choice(req, "status", STATUS_CHOICES, "failed")
     return SummaryFilter(
-        **{name: query_text(req, name) for name in FILTERS},
-        status=None if status == "any" else status,
+        **{name: query_text(req, name) for name in FILTERS}, status=status_filter(status)
     )
 
 

@@ -26,7 +26,8 @@ def session_view(summary: FailedSession) -> dict[str, Any]:
 
 
 def row_view(row: ArchivedMessage) -> dict[str, Any]:
-    view = asdict(row)
+    """An archived message; ``row_key`` is what an edit-and-replay names it by."""
+    view = {"row_key": row.row_key, **asdict(row)}
     body = view.pop("body")
     try:
         view["body"] = json.loads(body)

@@ -41,8 +41,7 @@ def preview_bulk_action(
     """How many failed sessions of which groups a bulk ``action`` of ``selection`` would
     touch, and the token that confirms exactly those. Raises ``InvalidInput`` for a selection
     without task and reason, or one that matches nothing."""
-    if not (selection.task or selection.reason):
-        raise InvalidInput("task", "give a task and/or a reason to choose the sessions")
+    selection.check_chooses()
     if selection.fingerprint:
         raise InvalidInput("fingerprint", "a bulk action chooses by queue, task and reason")
     sessions = _selected(archive, selection)

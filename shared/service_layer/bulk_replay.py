@@ -23,7 +23,7 @@ from ..domain.archive import (
 )
 from ..domain.audit import AuditEntry
 from ..domain.confirmations import Selection
-from ..domain.errors import InvalidInput, SessionLocked
+from ..domain.errors import SessionLocked
 from ..domain.replays import BulkAction, ReplayRequest
 from ..telemetry.operations import operation_span
 from .clock import Clock, utc_now
@@ -54,8 +54,7 @@ def request_bulk_replay(
     """Save the request (queued) for the sessions ``selection`` chooses by queue, task and
     reason, and put it on the replay queue. A request that was saved but could not be queued
     is saved again as failed, then the error is raised."""
-    if not (selection.task or selection.reason):
-        raise InvalidInput("task", "give a task and/or a reason to choose the sessions to replay")
+    selection.check_chooses()
     at = clock().isoformat()
     request = ReplayRequest(
         str(uuid.uuid4()),

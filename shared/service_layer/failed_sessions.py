@@ -47,10 +47,24 @@ def group_failed_sessions(
 ) -> list[FailureGroup]:
     """Counts of sessions by (queue, failed task, reason), largest first: "42 sessions failed
     at ProcessPayment: PaymentProviderUnavailable"."""
-    counts: Counter[tuple[str, str | None, str]] = Counter(
-        (s.queue, s.failed_task, s.reason)
-        for s in every_session(archive, SummaryFilter(queue=queue, status=status))
+    return _largest_first(
+        Counter(
+            (s.queue, s.failed_task, s.reason)
+            for s in every_session(archive, SummaryFilter(queue=queue, status=status))
+        )
     )
+
+
+def group_by_status(archive: DeadLetterArchive) -> dict[str, list[FailureGroup]]:
+    """``group_failed_sessions`` for every status at once, from the archive's counts (not
+    from a list of every session per status)."""
+    counts: dict[str, Counter[tuple[str, str | None, str]]] = {}
+    for (status, queue, task, reason), n in archive.count_sessions().items():
+        counts.setdefault(status, Counter())[(queue, task, reason)] += n
+    return {status: _largest_first(groups) for status, groups in counts.items()}
+
+
+def _largest_first(counts: Counter[tuple[str, str | None, str]]) -> list[FailureGroup]:
     return [
         FailureGroup(queue, task, reason, n)
         for (queue, task, reason), n in sorted(

@@ -4,14 +4,17 @@ still waiting for the archive timer in each session queue."""
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from ..domain.archive import FAILED, REPLAYED, RESOLVED
 from ..domain.import_jobs import ImportJobStatus, import_job_status
-from ..domain.order_status import order_status
+from ..domain.order_status import OrderRecord, order_status
 from ..domain.pipelines import PURCHASE_TASKS
-from .failed_sessions import FailureGroup, group_failed_sessions
+from .failed_sessions import FailureGroup, group_by_status
 from .operator_ports import DeadLetterCounter
 from .ports import DeadLetterArchive, ImportManifests, ImportProgress, OrderProgress
 
@@ -51,36 +54,52 @@ class Sources:
 
 
 def overview(sources: Sources, queues: Sequence[str]) -> Overview:
-    groups = group_failed_sessions(sources.archive, status="failed")
-    replayed = group_failed_sessions(sources.archive, status="replayed")
-    resolved = group_failed_sessions(sources.archive, status="resolved")
-    return Overview(
-        orders=count_orders(sources.orders),
-        imports=imports_in_progress(sources.manifests, sources.imports),
-        groups=groups,
-        failed=sum(g.sessions for g in groups),
-        replayed=sum(g.sessions for g in replayed),
-        resolved=sum(g.sessions for g in resolved),
-        waiting={q: sources.counter.waiting(q, up_to=WAITING_COUNT_MAX) for q in queues},
-    )
+    """Each source read once, the reads side by side (each is a round trip or a few to a
+    different table or queue), so the page takes as long as its slowest read, not their sum.
+    A read that fails fails the overview with its error."""
+    with ThreadPoolExecutor(max_workers=3 + len(queues), thread_name_prefix="overview") as pool:
+        orders = pool.submit(count_orders, sources.orders)
+        imports = pool.submit(imports_in_progress, sources.manifests, sources.imports)
+        by_status = pool.submit(group_by_status, sources.archive)
+        waiting = {
+            q: pool.submit(sources.counter.waiting, q, up_to=WAITING_COUNT_MAX) for q in queues
+        }
+        groups = by_status.result()
+        return Overview(
+            orders=orders.result(),
+            imports=imports.result(),
+            groups=groups.get(FAILED, []),
+            failed=_sessions(groups, FAILED),
+            replayed=_sessions(groups, REPLAYED),
+            resolved=_sessions(groups, RESOLVED),
+            waiting={q: count.result() for q, count in waiting.items()},
+        )
+
+
+def _sessions(groups: dict[str, list[FailureGroup]], status: str) -> int:
+    return sum(g.sessions for g in groups.get(status, []))
 
 
 def count_orders(progress: OrderProgress) -> Orders:
     """Orders by where they stand, from their recorded steps (``order_status``): a replayed
     order whose replay completed counts as completed."""
     records = progress.records(up_to=ORDERS_COUNTED_MAX)
-    statuses = Counter(
-        order_status(
-            record, PURCHASE_TASKS, order_number=None, charged=None, failure=None, claim=None
-        ).status
-        for record in records
-    )
+    statuses = Counter(_status_of(record) for record in records)
     return Orders(
         in_flight=statuses["accepted"] + statuses["running"],
         completed=statuses["completed"],
         failed=statuses["failed"],
         counted=len(records),
     )
+
+
+@functools.lru_cache(maxsize=2 * ORDERS_COUNTED_MAX)
+def _status_of(record: OrderRecord) -> str:
+    """Where an order stands from its steps alone. Kept per record: the overview counts the
+    same records every few seconds (the console refreshes), and most have not changed."""
+    return order_status(
+        record, PURCHASE_TASKS, order_number=None, charged=None, failure=None, claim=None
+    ).status
 
 
 def imports_in_progress(

@@ -14,6 +14,7 @@ from ..domain.archive import (
     ArchivedMessage,
     FailedSession,
     FailureRecord,
+    GroupKey,
     MessageCopy,
     ReplayClaim,
     SummaryFilter,
@@ -183,6 +184,11 @@ class DeadLetterArchive(Protocol):
     ) -> Page[FailedSession]:
         """A page of the summaries ``selected``; raises ``InvalidInput`` ("continuation") for a
         token this archive did not hand out."""
+        ...
+
+    def count_sessions(self) -> Mapping[GroupKey, int]:
+        """How many sessions there are of each (status, queue, failed task, reason): every
+        session counted, cheaply enough for a page that asks every few seconds."""
         ...
 
     def claim_replay(self, session_id: str, claim: ReplayClaim) -> ReplayClaim:

@@ -93,6 +93,24 @@ def shop(twins: Twins) -> Iterator[Twins]:
         ),
         pytest.param(b"[" * 20_000 + b"]" * 20_000, "body", "at most 16", id="nested-20000"),
         pytest.param(
+            json.dumps({**ORDER, "currency": "XXX"}).encode(),
+            "currency",
+            "ISO 4217 in circulation",
+            id="currency-XXX",
+        ),
+        pytest.param(
+            json.dumps({**ORDER, "customer_email": '"a\\"b"@example.com'}).encode(),
+            "customer_email",
+            "a quote",
+            id="quoted-local-part",
+        ),
+        pytest.param(
+            json.dumps({**ORDER, "customer_name": "Ada \u202eecilA"}).encode(),
+            "customer_name",
+            "bidi control U+202E",
+            id="right-to-left-override",
+        ),
+        pytest.param(
             b'{"customer_name": "Ada", "customer_name": "Eve"}',
             "customer_name",
             "appears twice",
@@ -146,6 +164,27 @@ def test_an_idempotency_key_over_255_characters_is_a_400(shop: Twins) -> None:
         "must be at most 255 characters",
     )
     assert shop.sender.sessions == []
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        ("", "must not be empty"),
+        ("   ", "must not be empty"),
+        ("order-1,order-2", "must hold one key"),  # two headers, as the host joins them
+    ],
+    ids=["empty", "blank", "two-headers"],
+)
+def test_an_idempotency_key_sent_empty_blank_or_twice_is_a_400_and_no_order_is_sent(
+    shop: Twins, key: str, problem: str
+) -> None:
+    response = submit_order_http(
+        order_request(json.dumps(ORDER).encode(), **{"Idempotency-Key": key})
+    )
+
+    field, said = field_and_problem(problem_of(response, 400))
+    assert field == "Idempotency-Key" and problem in said
+    assert shop.sender.sessions == [] and shop.orders.accepted == {}
 
 
 # -- POST /api/orders: Idempotency-Key ----------------------------------------------------------
@@ -300,4 +339,16 @@ def test_a_hostile_bulk_replay_is_refused_and_queues_nothing(
     found_field, found_problem = field_and_problem(problem_of(response, status))
     assert found_field == field and problem in found_problem
     assert "Retry-After" not in response.headers
+    assert storage_app.replay_queue.peek_messages() == []
+
+
+@pytest.mark.integration
+def test_a_bulk_replay_without_task_or_reason_says_so_in_a_sentence(
+    storage_app: StorageApp,
+) -> None:
+    response = request_replay(request("POST", "replays", body=b'{"queue": "purchase-tasks"}'))
+
+    document = problem_of(response, 400)
+    assert document["detail"].startswith("task or reason is required: ")
+    assert field_and_problem(document)[0] == "task"
     assert storage_app.replay_queue.peek_messages() == []

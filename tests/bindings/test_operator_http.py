@@ -15,6 +15,7 @@ import pytest
 
 from shared.domain.archive import replay_session_id
 from shared.domain.envelope import TaskMessage
+from shared.entrypoints.failed_sessions_http import get_failed_session, list_failed_sessions
 from shared.entrypoints.operator_http import (
     confirm_bulk,
     edit_and_replay_session,
@@ -116,6 +117,10 @@ def test_resolve_needs_a_key_and_a_note_then_takes_the_session_out_of_the_failed
 
     seen = history("order/1")
     assert seen["status"] == "resolved" and seen["resolved"]["idempotency_key"] == "r-1"
+    listed = _get(list_failed_sessions, "failed-sessions", params={"status": "resolved"})
+    assert [s["session_id"] for s in _json(listed)["items"]] == ["order/1"]
+    listed = _get(list_failed_sessions, "failed-sessions")
+    assert "order/1" not in [s["session_id"] for s in _json(listed)["items"]]
     (entry,) = seen["entries"]
     assert (entry["action"], entry["note"]) == ("resolve", "duplicate of order-2")
     assert entry["who"].startswith("function key ") and "the-host-key" not in entry["who"]
@@ -145,8 +150,9 @@ def test_edit_and_replay_checks_the_edit_before_sending_and_audits_the_diff(
         )
     )
     run_timer()
-    rows = storage_app.container.archive.list_session(session)
-    first = json.loads(rows[0].body)
+    # The row key and the body as GET /api/failed-sessions/{session_id} shows them.
+    shown = _json(_get(get_failed_session, f"failed-sessions/{session}", session_id=session))
+    row_key, first = shown["messages"][0]["row_key"], shown["messages"][0]["body"]
     path, session_id = _session_route(session, "edit-and-replay")
 
     def send(messages: dict[str, Any], note: str = "fix") -> func.HttpResponse:
@@ -159,15 +165,15 @@ def test_edit_and_replay_checks_the_edit_before_sending_and_audits_the_diff(
         )
 
     moved = {**first, "step": 9}
-    problem = assert_problem(send({rows[0].row_key: moved}), 400)
-    assert problem["errors"][0]["field"] == f"messages[{rows[0].row_key}].body.step"
+    problem = assert_problem(send({row_key: moved}), 400)
+    assert problem["errors"][0]["field"] == f"messages[{row_key}].body.step"
     still_wrong = {**first, "payload": {**first["payload"], "currency": "EUROS"}}
-    problem = assert_problem(send({rows[0].row_key: still_wrong}), 400)
+    problem = assert_problem(send({row_key: still_wrong}), 400)
     assert problem["errors"][0]["field"].endswith(".body.payload.currency")
     assert storage_app.resender.sent == []
 
     fixed = {**first, "payload": {**first["payload"], "currency": "EUR"}}
-    response = send({rows[0].row_key: fixed})
+    response = send({row_key: fixed})
 
     assert response.status_code == 202
     assert _json(response)["new_session_id"] == replay_session_id(session, "e-1")

@@ -10,14 +10,18 @@ connection variables removed from the environment (the README must set them itse
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+
+from localdev.host.timers import Schedule
 
 from .make_up import REPO_ROOT, MakeUp, free_ports
 
@@ -39,8 +43,6 @@ _STACK_VARIABLES = (
     "PYSPARK_PYTHON",
     "SPARK_LOCAL_IP",
 )
-# The archive timer every 2 s: the README's commands wait for it with loops, whatever it is.
-STACK_SETTINGS = {"DLQ_ARCHIVE_SCHEDULE": "*/2 * * * * *"}
 _PROLOGUE = r"""set -eu
 curl() {
   local arg
@@ -118,6 +120,30 @@ def test_the_placeholder_check_sees_what_broke_the_readme_before() -> None:
         assert _PLACEHOLDER.search(bad), bad
 
 
+# A loop that waits, and what it must do each time round: say so.
+_LOOP = re.compile(r"^\s*(?:until|while)\b.*?\bdo\b(?P<body>.*?)\bdone\b", re.M | re.S)
+_SAYS = re.compile(r"\b(?:echo|printf)\b")
+# The longest a newcomer's make up leaves them waiting without a word (the example settings).
+SILENCE_MAX_SECONDS = 30
+
+
+def test_every_wait_loop_says_what_it_waits_for() -> None:
+    loops = [(b.line, m.group(0)) for b in runnable() for m in _LOOP.finditer(b.text)]
+    assert loops, "no until/while loops found: has the README changed?"
+    silent = [f"README.md line {line}: {loop!r}" for line, loop in loops if not _SAYS.search(loop)]
+    assert not silent, silent
+
+
+def test_the_example_settings_archive_dead_letters_within_seconds() -> None:
+    # The README's loops wait for the archive timer: with the example's schedule (what make up
+    # runs) each wait is shorter than the silence a newcomer should have to sit through.
+    settings = json.loads((REPO_ROOT / "local.settings.json.example").read_text())["Values"]
+    schedule = Schedule(settings["DLQ_ARCHIVE_SCHEDULE"])
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    first = schedule.next_after(start)
+    assert (schedule.next_after(first) - first).total_seconds() <= SILENCE_MAX_SECONDS
+
+
 def checkout_for_the_test(folder: Path) -> Path:
     folder.mkdir()
     for entry in REPO_ROOT.iterdir():
@@ -133,7 +159,7 @@ def test_the_readme_runs_as_written_against_make_up(tmp_path: Path) -> None:
     stack = MakeUp(
         checkout / ".data",
         free_ports(),
-        env=STACK_SETTINGS,
+        env={},  # the example settings, as a newcomer's make up runs them
         cwd=checkout,
         settings=checkout / "local.settings.json",
     )

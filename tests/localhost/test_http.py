@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -209,3 +213,90 @@ def test_a_chunked_body_within_the_limit_reaches_the_function(
     status, _ = raw_request(strict_host, post_head("Transfer-Encoding: chunked"), chunks)
     assert status == 201
     assert [c["body"] for c in seen.of("items")] == ["hello world"]
+
+
+# -- many clients at once, and clients that go away ----------------------------------------------
+
+BURST = 50
+
+
+def split_write_post(port: int, n: int) -> int:
+    """POST /api/items/{n}/burst as many clients do: the headers in one write, the body in a
+    second; the answer's status."""
+    body = f"request {n}".encode()
+    head = (
+        f"POST /api/items/{n}/burst HTTP/1.1\r\nHost: 127.0.0.1\r\nx-functions-key: host-key\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as connection:
+        connection.sendall(head.encode())
+        connection.sendall(body)
+        return int(connection.makefile("rb").readline().split()[1])
+
+
+def test_a_burst_of_split_write_posts_is_answered_and_run_once_each(
+    host: LocalHost, seen: Any
+) -> None:
+    port = int(host.http_url.rsplit(":", 1)[1])
+    start = threading.Barrier(BURST)
+
+    def client(n: int) -> int | str:
+        start.wait()
+        try:
+            return split_write_post(port, n)
+        except OSError as error:
+            return type(error).__name__
+
+    with ThreadPoolExecutor(BURST) as pool:
+        statuses = list(pool.map(client, range(BURST)))
+
+    assert statuses == [201] * BURST
+    ran = sorted(int(call["route_params"]["item_id"]) for call in seen.of("items"))
+    assert ran == list(range(BURST))
+
+
+def raw_exchange(host: LocalHost, request: bytes) -> bytes:
+    """Send ``request`` as it is; everything the host answers until it closes."""
+    port = int(host.http_url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(request)
+        connection.shutdown(socket.SHUT_WR)
+        return connection.makefile("rb").read()
+
+
+@pytest.mark.parametrize("method", ["TRACE", "PROPFIND", "BREW"])
+def test_any_other_method_on_a_known_route_is_the_hosts_empty_404(
+    host: LocalHost, method: str
+) -> None:
+    answer = raw_exchange(host, f"{method} /api/public HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 404 ") and body == b""
+
+
+def test_a_request_the_host_cannot_read_is_answered_without_html(host: LocalHost) -> None:
+    answer = raw_exchange(host, b"GET /api/public HTTP/9.9\r\n\r\n")
+
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 505 ") and body == b""
+
+
+def test_a_client_that_hangs_up_early_is_one_log_line_not_a_traceback(
+    host: LocalHost, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    port = int(host.http_url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(b"GET /api/slow?seconds=0.3 HTTP/1.1\r\nHost: x\r\n\r\n")
+        # Close with a reset, as a client does that gives up: the answer has nowhere to go.
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    def hung_up() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "hung up" in r.getMessage()]
+
+    for _ in range(100):  # the slow function answers after 0.3 s; then the host notices
+        if hung_up():
+            break
+        time.sleep(0.05)
+    [line] = hung_up()
+    assert line.startswith("The client 127.0.0.1:") and "Error" in line
+    assert "Traceback" not in capfd.readouterr().err

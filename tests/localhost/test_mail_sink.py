@@ -5,6 +5,8 @@ from __future__ import annotations
 import smtplib
 from email.message import EmailMessage
 
+import pytest
+
 from localdev.mail_sink import run_mail_sink
 
 
@@ -40,3 +42,16 @@ def test_the_sink_keeps_each_message_and_wakes_a_waiting_watcher() -> None:
         assert attachment.get_content() == b"%PDF-1.4 receipt"
         assert sink.received()[0] is received[0]  # parsed once
         assert sink.count() == 2
+
+
+def test_the_sink_logs_each_recipient_as_the_client_sent_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Encoded words mean nothing on the envelope: this is its own mailbox, not x@example.com.
+    recipient = "=?utf-8?q?x?=@example.com"
+    with run_mail_sink(echo=True) as sink:
+        with smtplib.SMTP(sink.host, sink.port) as smtp:
+            smtp.sendmail("shop@pipelines.local", [recipient], _mail(1).as_bytes())
+        assert sink.wait_for_more(0, timeout=5)
+
+    assert capsys.readouterr().out == f"[smtp] Receipt 1 -> {recipient}\n"

@@ -20,6 +20,12 @@ def test_text_and_binary_bodies_are_shown_as_text_and_hex() -> None:
     assert (binary.kind, binary.text) == ("binary", "ff 00 41")
 
 
+def test_bidi_and_other_invisible_characters_in_a_body_are_shown_escaped() -> None:
+    body = body_of(json.dumps({"customer_name": "Ada \u202eecilA\u200b"}).encode())
+    assert body.text == '{\n  "customer_name": "Ada \\u202eecilA\\u200b"\n}'
+    assert body_of("abc\u2067def\u2069 é".encode()).text == "abc\\u2067def\\u2069 é"
+
+
 def test_a_large_body_is_cut_and_says_so() -> None:
     body = body_of(json.dumps({"rows": "x" * (BODY_SHOWN_MAX + 10)}).encode())
     assert body.cut and len(body.text) == BODY_SHOWN_MAX

@@ -181,6 +181,36 @@ def test_an_invalid_order_names_the_field(change: dict, field: str) -> None:
     assert error.value.field == field
 
 
+@pytest.mark.parametrize(
+    ("change", "field", "limit"),
+    [
+        ({"currency": "XXX"}, "currency", "ISO 4217 in circulation"),
+        ({"currency": "XTS"}, "currency", "ISO 4217 in circulation"),
+        ({"currency": "ABC"}, "currency", "ISO 4217 in circulation"),
+        ({"customer_name": "Ada \u202eecilA"}, "customer_name", "bidi control U+202E"),
+        ({"customer_name": "\u2067Ada\u2069"}, "customer_name", "bidi control U+2067"),
+        ({"card_token": "tok\u200f_visa"}, "card_token", "bidi control U+200F"),
+    ],
+    ids=["XXX", "XTS", "ABC", "name-RLO", "name-isolate", "token-RLM"],
+)
+def test_an_order_that_would_read_or_price_otherwise_is_refused_naming_the_rule(
+    change: dict, field: str, limit: str
+) -> None:
+    with pytest.raises(InvalidInput) as error:
+        parse_order({**ORDER, **change})
+
+    assert error.value.field == field and limit in error.value.problem
+
+
+def test_currencies_in_circulation_and_names_in_any_script_are_taken() -> None:
+    for currency in ("EUR", "USD", "JPY", "XOF", "CHF"):
+        assert parse_order({**ORDER, "currency": currency}).currency == currency
+    assert (
+        parse_order({**ORDER, "customer_name": "\u05e9\u05e8\u05d4"}).customer_name
+        == "\u05e9\u05e8\u05d4"
+    )
+
+
 def test_product_rows_are_checked_field_by_field() -> None:
     product = parse_product({"sku": "SKU-1", "name": "Mug", "price": "9.50", "currency": "eur"})
     assert (product.price, product.currency) == (Decimal("9.50"), "EUR")
@@ -194,6 +224,7 @@ def test_product_rows_are_checked_field_by_field() -> None:
         ({"sku": "S", "name": "Mug", "price": "1.001", "currency": "EUR"}, "price"),
         ({"sku": "S", "name": "Mug", "price": "NaN", "currency": "EUR"}, "price"),
         ({"sku": "S", "name": "Mug", "price": 1, "currency": "EURO"}, "currency"),
+        ({"sku": "S", "name": "Mug", "price": 1, "currency": "XXX"}, "currency"),
     ]:
         with pytest.raises(InvalidInput) as error:
             parse_product(row)

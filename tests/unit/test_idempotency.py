@@ -200,8 +200,14 @@ def test_a_key_is_bare_or_a_structured_field_string(raw: str, expected: str) -> 
     ("raw", "problem"),
     [
         (None, "is required"),
-        ("", "is required"),
-        ('""', "is required"),
+        ("", "must not be empty"),
+        ("   ", "must not be empty"),
+        ('""', "must not be empty"),
+        ("a,b", "must hold one key"),
+        ('"a", "b"', "must hold one key"),
+        ('"a" b', "must hold one key"),
+        ('"abc', "does not close"),
+        ('"a\\nb"', 'escape only " and \\'),
         ("k" * 256, "at most 255 characters"),
         ("clé", "printable ASCII"),
         ("tab\there", "printable ASCII"),
@@ -217,3 +223,15 @@ def test_a_bad_key_is_refused_naming_the_header_and_the_rule(raw: str | None, pr
 
 def test_an_optional_key_may_be_absent() -> None:
     assert idempotency_key(None, required=False) is None
+
+
+@pytest.mark.parametrize("raw", ["", "  ", "a,b"])
+def test_an_optional_key_that_is_sent_empty_blank_or_twice_is_refused(raw: str) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        idempotency_key(raw, required=False)
+
+    assert refused.value.field == "Idempotency-Key"
+
+
+def test_a_quoted_key_keeps_its_escaped_quote_and_backslash() -> None:
+    assert idempotency_key('"a\\"b\\\\c,d"', required=True) == 'a"b\\c,d'

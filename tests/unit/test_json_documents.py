@@ -116,5 +116,6 @@ def test_an_order_that_could_not_be_mailed_is_refused(
 
 
 def test_any_other_text_is_accepted_as_it_is() -> None:
-    name = "Zoë <b>Łukasz</b> & 山田 🍵 \u202eevil"
+    # Bidi controls (U+202E) are the exception: test_domain's orders that read otherwise.
+    name = "Zoë <b>Łukasz</b> & 山田 🍵 \u200devil"
     assert parse_order({**ORDER, "customer_name": name}).customer_name == name

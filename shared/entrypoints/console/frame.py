@@ -9,6 +9,7 @@ in Azure).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
@@ -27,7 +28,7 @@ from ...console.access import (
     is_key,
 )
 from ...console.render import PAGE_HEADERS, STATIC_TYPES, render, static_file
-from ...domain.errors import PipelineError, ServiceUnavailable
+from ...domain.errors import PipelineError, ServiceUnavailable, TooLarge
 from ..http import detail_of, retry_after, status_of, traced
 from ..http_input import route_value
 
@@ -70,7 +71,10 @@ def console_view(view: View) -> Callable[[func.HttpRequest], func.HttpResponse]:
         operator = identify(settings, req.headers, path=base, secure=_secure(req))
         if operator is None:
             return _sign_in(base, status=401, next_path=urlsplit(req.url).path)
-        form = _form(req) if req.method == "POST" else {}
+        try:
+            form = _form(req) if req.method == "POST" else {}
+        except TooLarge as error:
+            return _error(base, operator, 413, error.title, detail_of(error))
         if req.method == "POST" and not csrf_ok(operator, form.get(CSRF_FIELD), req.headers):
             return _error(base, operator, 403, "This form has expired", _CSRF_HELP)
         visit = Visit(req, operator, base, form)
@@ -115,7 +119,10 @@ def console_sign_in(req: func.HttpRequest) -> func.HttpResponse:
     settings = container().settings.console
     if req.method == "GET" or settings.easy_auth:
         return _sign_in(base, status=200, next_path=req.params.get("next"))
-    form = _form(req)
+    try:
+        form = _form(req)
+    except TooLarge as error:
+        return _error(base, None, 413, error.title, detail_of(error))
     site = (req.headers.get("sec-fetch-site") or "").lower()
     key = form.get("key", "").strip()
     if site not in ("", "same-origin", "none") or not KEY_PATTERN.fullmatch(key):
@@ -170,10 +177,23 @@ def console_base(url: str) -> str:
 
 
 def _local_path(candidate: str | None, base: str) -> str:
-    """Where to go after signing in: a page of the console, never another site."""
-    if candidate and candidate.startswith(base) and "//" not in candidate and "\\" not in candidate:
+    """Where to go after signing in: a page of the console, never another site. Anything
+    else (another path, ``//``, a backslash, a space or a control character, which a
+    ``Location`` header cannot carry or a browser reads otherwise) goes to the console's
+    overview."""
+    if (
+        candidate
+        and (candidate == base or candidate.startswith((f"{base}/", f"{base}?")))
+        and _PRINTABLE_URL.fullmatch(candidate)
+        and "//" not in candidate
+        and "\\" not in candidate
+    ):
         return candidate
     return base
+
+
+# Printable ASCII without the space: what a path and query may hold once percent-encoded.
+_PRINTABLE_URL = re.compile(r"[!-~]+")
 
 
 def _secure(req: func.HttpRequest) -> bool:
@@ -182,9 +202,13 @@ def _secure(req: func.HttpRequest) -> bool:
 
 
 def _form(req: func.HttpRequest) -> dict[str, str]:
-    body = req.get_body()[: FORM_MAX_BYTES + 1]
+    """The form's fields; ``TooLarge`` (413, saying so) over ``FORM_MAX_BYTES``, not an empty
+    form that the CSRF check would call expired."""
+    body = req.get_body()
     if len(body) > FORM_MAX_BYTES:
-        return {}
+        raise TooLarge(
+            "form", f"is {len(body)} bytes; at most {FORM_MAX_BYTES} bytes: send less and try again"
+        )
     return dict(parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True))
 
 

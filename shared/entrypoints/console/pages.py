@@ -10,7 +10,7 @@ import azure.functions as func
 
 from ...bootstrap import container
 from ...console import views
-from ...domain.archive import SummaryFilter
+from ...domain.archive import STATUS_CHOICES, SummaryFilter, status_filter
 from ...domain.errors import NotFound
 from ...service_layer import failed_sessions
 from ...service_layer.fingerprints import failure_fingerprints, sessions_with_fingerprint
@@ -22,8 +22,6 @@ from ..http_input import MAX_ID_LENGTH, query_text, route_value
 from .frame import ANONYMOUS, Visit, choice, console_view
 
 bp = func.Blueprint()
-
-STATUSES = ("failed", "replayed", "resolved", "any")
 
 
 @bp.route(route="console", methods=["GET"], auth_level=ANONYMOUS)
@@ -43,9 +41,9 @@ def console_overview(visit: Visit) -> func.HttpResponse:
 @bp.route(route="console/failures", methods=["GET"], auth_level=ANONYMOUS)
 @console_view
 def console_failures(visit: Visit) -> func.HttpResponse:
-    status = choice(visit.req.params.get("status"), STATUSES, "failed")
+    status = choice(visit.req.params.get("status"), STATUS_CHOICES, "failed")
     groups = failed_sessions.group_failed_sessions(
-        container().archive, status=None if status == "any" else status
+        container().archive, status=status_filter(status)
     )
     return visit.page("failures.html", groups=groups, status=status)
 
@@ -55,9 +53,9 @@ def console_failures(visit: Visit) -> func.HttpResponse:
 def console_sessions(visit: Visit) -> func.HttpResponse:
     """A group's root causes (fingerprints) and its sessions, or one root cause's sessions."""
     params = visit.req.params
-    status = choice(params.get("status"), STATUSES, "failed")
+    status = choice(params.get("status"), STATUS_CHOICES, "failed")
     filters = {name: query_text(visit.req, name) for name in ("queue", "task", "reason")}
-    selected = SummaryFilter(**filters, status=None if status == "any" else status)
+    selected = SummaryFilter(**filters, status=status_filter(status))
     archive = container().archive
     wanted = query_text(visit.req, "fingerprint")
     causes = failure_fingerprints(archive, selected)
