@@ -84,6 +84,16 @@ PYTEST_WORKERS ?= 3
 test: setup
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
+# Find the tests that fail only on a busy machine: RUNS runs of pytest over TESTS beside LOAD
+# processes that each spin a core, then the tests that failed in any run (tools/flaky.py).
+# Exit status 1 when any did. The hogs stop when the runs end.
+RUNS ?= 3
+LOAD ?= 2
+TESTS ?= tests
+.PHONY: flaky
+flaky: setup
+	$(PY) tools/flaky.py --runs $(RUNS) --load $(LOAD) -- $(TESTS) -n $(PYTEST_WORKERS) --dist loadfile -q
+
 # The console's browser tests, saving their screenshots where the README and docs/console.md
 # show them (docs/images/console/) instead of .artifacts/console/.
 screenshots: setup

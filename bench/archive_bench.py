@@ -8,10 +8,10 @@ goal is at least 3.5x.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import uuid
 
+from bench.proc import load_average, machine_line
 from localdev.azurite import run_azurite
 from shared.adapters.azure_clients import blob_service, table_service
 from shared.adapters.table_archive import TableDeadLetterArchive
@@ -71,6 +71,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = make_rows(args.rows, args.sessions)
     total = sum(len(r) for r in rows.values())
+    load_before = load_average()
     with run_azurite() as azurite:
         settings = StorageConnectionSettings(connection_string=azurite.connection_string)
         tables, blobs = table_service(settings), blob_service(settings)
@@ -93,16 +94,16 @@ def main() -> None:
 
         count = sum(1 for _ in batched_table.list_entities(select=["RowKey"]))
         assert count == total == sum(1 for _ in single_table.list_entities(select=["RowKey"]))
-    result = {
-        "rows": total,
-        "sessions": len(rows),
-        "transactions": transactions,
-        "batched_rows_per_s": round(total / batched_seconds),
-        "one_at_a_time_rows_per_s": round(total / single_seconds),
-        "speedup": round(single_seconds / batched_seconds, 2),
-        "goal": 3.5,
-    }
-    print(json.dumps(result, indent=2))
+    print(machine_line(load_before, load_average()) + "\n")
+    print(
+        "| rows | sessions | entity-group transactions | transactions (rows/s) "
+        "| one row at a time (rows/s) | transactions / one at a time | goal |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    print(
+        f"| {total:,} | {len(rows)} | {transactions} | {total / batched_seconds:,.0f} "
+        f"| {total / single_seconds:,.0f} | **{single_seconds / batched_seconds:.1f}x** | ≥ 3.5x |"
+    )
 
 
 if __name__ == "__main__":

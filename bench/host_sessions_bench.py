@@ -36,6 +36,7 @@ from typing import Any
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
+from bench.proc import load_average, machine_line
 from bench.servicebus_emulator_bench import process_cpu_seconds
 from localdev.host import LocalHost
 from localdev.servicebus_emulator.testing import EmulatorProcess, run_emulator
@@ -218,6 +219,7 @@ def main() -> None:
     parser.add_argument("--slots", type=int, nargs="+", default=list(SLOT_COUNTS))
     parser.add_argument("--profile", action="store_true", help="time the SDK's phases first")
     args = parser.parse_args()
+    load_before = load_average()
     with run_emulator(config(tuple(args.slots))) as emulator:
         connection_string = emulator.connection_string
         if args.profile:
@@ -227,19 +229,21 @@ def main() -> None:
                 send_sessions(connection_string, PROFILE_QUEUE, count, args.per_session)
                 phases = profile(connection_string, count, args.per_session)
                 print(f"  {name:5s} " + "  ".join(f"{k} {v:.1f}" for k, v in phases.items()))
-        print(f"Through the host ({args.sessions} sessions x {args.per_session} messages):")
-        results = {}
+        results: dict[int, dict[str, float]] = {}
         for slots in args.slots:
             results[slots] = through_host(emulator, slots, args.sessions, args.per_session)
-            print(
-                f"  {slots} slot(s): "
-                + ", ".join(f"{k} {v:.2f}" for k, v in results[slots].items()),
-                flush=True,
-            )
-        if len(results) > 1:
-            low, high = min(results), max(results)
-            ratio = results[high]["sessions/s"] / results[low]["sessions/s"]
-            print(f"  {high} slots / {low}: {ratio:.1f}x")
+            print(f"  {slots} slot(s) done", file=sys.stderr, flush=True)
+    print(machine_line(load_before, load_average()))
+    print(f"{args.sessions} sessions of {args.per_session} messages, through the host\n")
+    columns = list(next(iter(results.values())))
+    print("| session slots | " + " | ".join(columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    for slots, figures in results.items():
+        print(f"| {slots} | " + " | ".join(f"{figures[c]:.2f}" for c in columns) + " |")
+    if len(results) > 1:
+        low, high = min(results), max(results)
+        ratio = results[high]["sessions/s"] / results[low]["sessions/s"]
+        print(f"\n{high} slots / {low}: **{ratio:.1f}x** sessions/s")
 
 
 if __name__ == "__main__":

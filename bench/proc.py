@@ -84,3 +84,19 @@ def cpu_by_group(
 
 def tree_cpu_seconds(pids: Iterable[int]) -> float:
     return sum(cpu_seconds(pid) for root in pids for pid in descendants(root))
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0))
+
+
+def machine_line(load_before: float, load_after: float) -> str:
+    """What heads every benchmark's table: the figures are only comparable when the load
+    average stayed well under the core count."""
+    return f"{cores()} cores; load average {load_before:.1f} before, {load_after:.1f} after (1 min)"
+
+
+def load_average() -> float:
+    """The 1-minute load average."""
+    return os.getloadavg()[0]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import time
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from azure.servicebus import (
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.exceptions import OperationTimeoutError
 
+from bench.proc import load_average, machine_line
 from localdev.servicebus_emulator.testing import run_emulator
 
 QUEUE = "bench"
@@ -226,14 +226,16 @@ def drain_sessions_concurrently(
 
 
 def table(phases: list[Phase]) -> str:
+    """The phases as bench/README.md shows them."""
     rows = [
-        f"{'phase':<30}{'msgs':>7}{'msgs/s':>9}{'client µs/msg':>15}{'emulator µs/msg':>17}"
-        f"{'(of it kernel)':>16}{'ratio':>7}"
+        "| phase | msgs | msgs/s | client µs/msg | emulator µs/msg (kernel) | emulator / client |",
+        "|---|---|---|---|---|---|",
     ]
     for p in phases:
+        kernel = p.emulator_system / p.messages * 1e6
         rows.append(
-            f"{p.name:<30}{p.messages:>7}{p.per_second:>9.0f}{p.client_us:>15.0f}"
-            f"{p.emulator_us:>17.0f}{p.emulator_system / p.messages * 1e6:>16.0f}{p.ratio:>7.2f}"
+            f"| {p.name} | {p.messages:,} | {p.per_second:,.0f} | {p.client_us:.0f} "
+            f"| {p.emulator_us:.0f} ({kernel:.0f}) | {p.ratio:.2f} |"
         )
     return "\n".join(rows)
 
@@ -246,6 +248,7 @@ def main() -> None:
     parser.add_argument("--per-session", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args()
+    load_before = load_average()
 
     # Senders and the plain receiver are opened before their phase: opening and closing a
     # handler costs the SDK about 1 s of polling, whatever the broker. Session receivers are
@@ -293,6 +296,7 @@ def main() -> None:
         counts = emu.counts()
     assert counts[QUEUE]["active"] == 0 and counts[SESSION_QUEUE]["active"] == 0, counts
 
+    print(machine_line(load_before, load_average()) + "\n")
     print(table(phases))
     worst = max(phases, key=lambda p: p.ratio)
     if worst.ratio <= GOAL:
@@ -307,19 +311,6 @@ def main() -> None:
             f"client's CPU per message (goal <= {GOAL}x)."
         )
     print(f"\nverdict: {verdict}")
-    result = {
-        p.name: {
-            "messages": p.messages,
-            "msgs_per_s": round(p.per_second),
-            "client_cpu_us_per_msg": round(p.client_us),
-            "emulator_cpu_us_per_msg": round(p.emulator_us),
-            "emulator_kernel_us_per_msg": round(p.emulator_system / p.messages * 1e6),
-            "emulator_to_client_cpu": round(p.ratio, 3),
-        }
-        for p in phases
-    }
-    result["goal_emulator_to_client_cpu_at_most"] = GOAL  # type: ignore[assignment]
-    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

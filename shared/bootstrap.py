@@ -186,7 +186,7 @@ class Container:
     )
     archive: Part[Archive] = Part(lambda c: adapters.archive(c._table_service, c._blob_service))
     dead_letter_source: Part[DeadLetterSource] = Part(
-        lambda c: adapters.dead_letter_source(c._service_bus)
+        lambda c: adapters.dead_letter_source(c._service_bus, c.settings)
     )
     resender: Part[MessageResender] = Part(lambda c: adapters.resender(c._service_bus, c._senders))
     session_seeder: Part[SessionSeeder] = Part(lambda c: adapters.session_seeder(c._service_bus))

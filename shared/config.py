@@ -75,6 +75,7 @@ class Settings:
     replay_queue_name: str
     archive_max_messages: int
     archive_max_seconds: float
+    archive_receive_wait_seconds: float
     # host.json's extensions.queues.maxDequeueCount, which the app cannot read from the host:
     # after that many attempts a bulk replay's queue message goes to the poison queue.
     replay_max_dequeue_count: int
@@ -107,6 +108,7 @@ class Settings:
             replay_queue_name=env.required("REPLAY_QUEUE_NAME"),
             archive_max_messages=env.integer("DLQ_ARCHIVE_MAX_MESSAGES", 2000),
             archive_max_seconds=env.number("DLQ_ARCHIVE_MAX_SECONDS", 240.0),
+            archive_receive_wait_seconds=env.number("DLQ_ARCHIVE_RECEIVE_WAIT_SECONDS", 2.0),
             replay_max_dequeue_count=env.integer("REPLAY_MAX_DEQUEUE_COUNT", 5),
             order_number_block_size=_block_size(env),
             console=console_access(environ),

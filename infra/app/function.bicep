@@ -93,6 +93,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
         { name: 'DLQ_ARCHIVE_SCHEDULE', value: dlqArchiveSchedule }
         { name: 'DLQ_ARCHIVE_MAX_MESSAGES', value: '2000' }
         { name: 'DLQ_ARCHIVE_MAX_SECONDS', value: '240' }
+        { name: 'DLQ_ARCHIVE_RECEIVE_WAIT_SECONDS', value: '2' }
         { name: 'REPLAY_MAX_DEQUEUE_COUNT', value: '5' }
         { name: 'ORDER_TAX_RATE', value: '0.25' }
         { name: 'ORDER_SHIPPING_FEE', value: '4.95' }

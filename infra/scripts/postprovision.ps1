@@ -17,6 +17,7 @@ $settings = [ordered]@{
         DLQ_ARCHIVE_SCHEDULE                          = '0 */5 * * * *'
         DLQ_ARCHIVE_MAX_MESSAGES                      = '2000'
         DLQ_ARCHIVE_MAX_SECONDS                       = '240'
+        DLQ_ARCHIVE_RECEIVE_WAIT_SECONDS              = '2'
         REPLAY_MAX_DEQUEUE_COUNT                      = '5'
         ORDER_TAX_RATE                                = '0.25'
         ORDER_SHIPPING_FEE                            = '4.95'

@@ -183,10 +183,10 @@ def archive(tables: TableServiceClient, blobs: BlobServiceClient) -> TableDeadLe
     )
 
 
-def dead_letter_source(client: ServiceBusClient) -> ServiceBusDeadLetterSource:
+def dead_letter_source(client: ServiceBusClient, settings: Settings) -> ServiceBusDeadLetterSource:
     from .servicebus_dead_letters import ServiceBusDeadLetterSource
 
-    return ServiceBusDeadLetterSource(client)
+    return ServiceBusDeadLetterSource(client, receive_wait=settings.archive_receive_wait_seconds)
 
 
 def resender(client: ServiceBusClient, senders: SenderPool) -> ServiceBusResender:

@@ -19,6 +19,8 @@ from ..service_layer.ports import DeadLetter, OutgoingMessage
 from .azure_errors import SERVICE_BUS, translated
 from .servicebus_sender import SenderPool, to_service_bus_message
 
+# How long a receive waits for a dead letter before taking the sub-queue for empty (the
+# default of DLQ_ARCHIVE_RECEIVE_WAIT_SECONDS): every archive run ends on one such wait per queue.
 RECEIVE_WAIT_SECONDS = 2.0
 # Service Bus writes the reason and description into the application properties of a dead
 # letter. They are kept in their own fields; left in the properties they would travel with a
@@ -27,14 +29,17 @@ DEAD_LETTER_PROPERTIES = frozenset({"DeadLetterReason", "DeadLetterErrorDescript
 
 
 class ServiceBusDeadLetterReader:
-    def __init__(self, queue: str, receiver: ServiceBusReceiver) -> None:
+    def __init__(
+        self, queue: str, receiver: ServiceBusReceiver, *, wait: float = RECEIVE_WAIT_SECONDS
+    ) -> None:
         self._queue = queue
         self._receiver = receiver
+        self._wait = wait
 
     @translated(SERVICE_BUS)
     def receive(self, max_messages: int) -> list[DeadLetter]:
         messages = self._receiver.receive_messages(
-            max_message_count=max_messages, max_wait_time=RECEIVE_WAIT_SECONDS
+            max_message_count=max_messages, max_wait_time=self._wait
         )
         return [self._letter(message) for message in messages]
 
@@ -67,15 +72,18 @@ class ServiceBusDeadLetterReader:
 class ServiceBusDeadLetterSource:
     """Peek-locks messages from ``<queue>/$DeadLetterQueue`` (never a session entity)."""
 
-    def __init__(self, client: ServiceBusClient) -> None:
+    def __init__(
+        self, client: ServiceBusClient, *, receive_wait: float = RECEIVE_WAIT_SECONDS
+    ) -> None:
         self._client = client
+        self._receive_wait = receive_wait
 
     @contextmanager
     def open(self, queue: str) -> Iterator[ServiceBusDeadLetterReader]:
         with self._client.get_queue_receiver(
             queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER, prefetch_count=0
         ) as receiver:
-            yield ServiceBusDeadLetterReader(queue, receiver)
+            yield ServiceBusDeadLetterReader(queue, receiver, wait=self._receive_wait)
 
 
 class ServiceBusResender:

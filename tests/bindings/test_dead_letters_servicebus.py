@@ -12,9 +12,8 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusSubQueue
 
 from localdev.servicebus_emulator.testing import run_emulator
-from shared.adapters import servicebus_dead_letters
+from shared.adapters import parts as adapters
 from shared.adapters.servicebus_dead_letters import (
-    ServiceBusDeadLetterSource,
     ServiceBusResender,
     ServiceBusSessionSeeder,
 )
@@ -44,15 +43,15 @@ CONTEXT = {"order_number": "ORD-00000042", "total": "129.90"}
 
 
 @pytest.fixture
-def bus(storage_app: StorageApp, monkeypatch: pytest.MonkeyPatch) -> Iterator[ServiceBusClient]:
+def bus(storage_app: StorageApp) -> Iterator[ServiceBusClient]:
     """A fresh emulator with the app's queues; the container's Service Bus ports on it."""
-    # Every archive run ends on an empty receive per queue; the local emulator has nothing in
-    # flight, so waiting the adapter's 2 s for stragglers only slows the tests down.
-    monkeypatch.setattr(servicebus_dead_letters, "RECEIVE_WAIT_SECONDS", 0.5)
     with run_emulator(CONFIG) as emulator:
         client = ServiceBusClient.from_connection_string(emulator.connection_string)
         c = storage_app.container
-        c.override(dead_letter_source=ServiceBusDeadLetterSource(client))
+        # Every archive run ends on an empty receive per queue; the local emulator has nothing
+        # in flight, so waiting the default 2 s for stragglers only slows the tests down: the
+        # setting the app reads says 0.5 s (tests.builders.APP_SETTINGS).
+        c.override(dead_letter_source=adapters.dead_letter_source(client, c.settings))
         c.override(resender=ServiceBusResender(client))
         c.override(session_seeder=ServiceBusSessionSeeder(client))
         with client:

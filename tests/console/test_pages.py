@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from azure.data.tables import TableClient
 from playwright.sync_api import Page, expect
@@ -18,6 +18,7 @@ from playwright.sync_api import Page, expect
 from localdev.demo import catalogue
 from localdev.demo.catalogue import FIELDS
 from shared.adapters.table_import_manifests import IMPORT_JOBS_TABLE, TableManifestStore
+from shared.domain.archive import row_key
 from shared.domain.import_jobs import JobManifest
 from tests import polling
 from tests.builders import order_document
@@ -31,15 +32,21 @@ from tests.console.conftest import (
 )
 
 
-def _status(url: str, *, data: bytes | None = None, cookie: str | None = None) -> int:
+def _answer(
+    url: str, *, data: bytes | None = None, cookie: str | None = None
+) -> tuple[int, dict[str, str]]:
     request = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
     if cookie:
         request.add_header("Cookie", cookie)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
-            return int(response.status)
+            return int(response.status), dict(response.headers)
     except urllib.error.HTTPError as error:
-        return int(error.code)
+        return int(error.code), dict(error.headers)
+
+
+def _status(url: str, *, data: bytes | None = None, cookie: str | None = None) -> int:
+    return _answer(url, data=data, cookie=cookie)[0]
 
 
 def test_the_console_asks_for_the_key_once_and_keeps_it_in_a_strict_http_only_cookie(
@@ -78,11 +85,40 @@ def test_the_console_refuses_requests_without_the_key(console: Console, page: Pa
     assert [c for c in page.context.cookies() if c["name"] == "console_key"] == []
 
 
-def test_a_post_without_the_csrf_token_is_refused(console: Console, page: Page) -> None:
+def test_a_post_without_the_csrf_token_is_refused_and_does_nothing(
+    console: Console, page: Page
+) -> None:
+    """Row A8: sign-out, replay, resolve and edit, each without the page's token and with a
+    forged one, are 403s; none signs the operator out (no cookie is cleared) and the session
+    acted on is as it was (no claim, no audit, no replay)."""
     cookie = f"console_key={HOST_KEY}"
-    assert _status(f"{console.url}/sign-out", data=b"", cookie=cookie) == 403
-    assert _status(f"{console.url}/sign-out", data=b"csrf_token=forged", cookie=cookie) == 403
-    # The same form with the page's own token is carried out.
+    session = console.demo.sessions["Frances Allen"]  # ordered a SKU the catalogue lacks
+    quoted = quote(session, safe="")
+    history_path = f"failed-sessions/{quoted}/history"
+    before = console.api.request("GET", history_path).json()
+    summary_before = console.api.failed_session(session)
+    first_row = row_key(summary_before["messages"][0]["sequence_number"])
+    forms = {
+        "/sign-out": {},
+        f"/sessions/{quoted}/replay": {"action_id": uuid.uuid4().hex, "note": "no token"},
+        f"/sessions/{quoted}/resolve": {"action_id": uuid.uuid4().hex, "note": "no token"},
+        f"/sessions/{quoted}/edit": {
+            "action_id": uuid.uuid4().hex,
+            "note": "no token",
+            f"body:{first_row}": "{}",
+        },
+    }
+    for path, form in forms.items():
+        for token in ({}, {"csrf_token": "forged"}):
+            data = urlencode({**form, **token}).encode()
+            status, headers = _answer(f"{console.url}{path}", data=data, cookie=cookie)
+            assert status == 403, (path, token)
+            assert "Set-Cookie" not in headers, (path, token)  # not signed out
+    assert console.api.request("GET", history_path).json() == before
+    after = console.api.failed_session(session)
+    for field in ("status", "claim", "replayed_session_id"):
+        assert after[field] == summary_before[field], field
+    # The same sign-out form with the page's own token is carried out.
     sign_in(page, console)
     page.get_by_role("button", name="Sign out").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Sign in to the console")

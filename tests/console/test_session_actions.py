@@ -71,12 +71,23 @@ def test_an_outage_session_is_replayed_from_its_page_and_completes(
     assert request.name == "POST /console/sessions/{session_id}/replay"
     assert [trace_id for trace_id, _ in replay.links] == [failed_trace]
 
-    # The second operator's form is still on screen: their replay is refused, naming the first.
-    browser_page_two.get_by_role("button", name="Replay this session").click()
+    # The second operator's form is still on screen: their replay is refused (409), naming the
+    # first, and does nothing (row A2).
+    history_path = f"failed-sessions/{quote(session_id, safe='')}/history"
+    (first,) = console.api.request("GET", history_path).json()["entries"]
+    winner = first["new_session_id"]
+    with browser_page_two.expect_response(
+        lambda r: r.request.method == "POST" and r.url.endswith("/replay")
+    ) as refusal:
+        browser_page_two.get_by_role("button", name="Replay this session").click()
+    assert refusal.value.status == 409
     expect(browser_page_two.get_by_role("heading", level=1)).to_have_text(
         "The session cannot be replayed now"
     )
-    expect(browser_page_two.get_by_role("alert")).to_contain_text("already replayed as")
+    expect(browser_page_two.get_by_role("alert")).to_contain_text(f"already replayed as '{winner}'")
+    after = console.api.request("GET", history_path).json()
+    assert [e["new_session_id"] for e in after["entries"]] == [winner]
+    assert [r["new_session_id"] for r in after["replays"]] == [winner]
     assert (
         len(
             page.get_by_role("table", name=re.compile("What operators did"))

@@ -2,7 +2,9 @@
 released by one barrier) replaying one failed session with ten keys or with one key,
 requesting bulk replays of one group, or placing one order with one key. Whatever the
 interleaving, one replay session or one order runs: one charge, one receipt e-mail, and only
-the documented status codes."""
+the documented status codes. Where a row names the answer to a request that arrives while
+another is in flight, the test holds the first in flight (``tests/held_replay.py``) so that
+answer is certain."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from typing import Any, TypeVar
 import pytest
 
 from localdev.api_client import ApiResponse
+from shared.adapters.table_keys import table_key
 from shared.domain.archive import replay_session_id
+from tests.held_replay import replays_held
 
 from .conftest import E2E, order, wait_for
 
@@ -25,16 +29,16 @@ CLIENTS = 10
 T = TypeVar("T")
 
 
-def at_once(attempt: Callable[[int], T]) -> list[T]:
-    """``attempt(0..9)`` in ten threads, released together."""
-    start = threading.Barrier(CLIENTS)
+def at_once(attempt: Callable[[int], T], *, clients: int = CLIENTS) -> list[T]:
+    """``attempt(0..clients - 1)`` in as many threads, released together."""
+    start = threading.Barrier(clients)
 
     def run(n: int) -> T:
         start.wait()
         return attempt(n)
 
-    with ThreadPoolExecutor(max_workers=CLIENTS) as pool:
-        return list(pool.map(run, range(CLIENTS)))
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        return list(pool.map(run, range(clients)))
 
 
 def failed_orders(e2e: E2E, card: str, count: int) -> list[str]:
@@ -101,22 +105,46 @@ def test_ten_replays_of_one_session_with_ten_keys_replay_it_once(e2e: E2E, outag
     assert e2e.sessions_that_ran(candidates) == {new_session}
 
 
-def test_ten_replays_of_one_session_with_one_key_replay_it_once(e2e: E2E, outage: str) -> None:
+def test_replays_with_the_key_of_a_replay_in_flight_are_409s_that_send_nothing(
+    e2e: E2E, outage: str
+) -> None:
+    """Row C4, as an interleaving: the first replay with key K has written its Idempotency-Key
+    record and its claim and is held at the send (``tests/held_replay.py``); nine more with K,
+    at once, are each answered before it goes on."""
     [job] = failed_orders(e2e, outage, 1)
     key = f"one-key-{uuid.uuid4().hex[:6]}"
+    new_session = replay_session_id(job, key)
 
-    responses = at_once(lambda _: replay(e2e, job, key))
+    with replays_held() as held, ThreadPoolExecutor(max_workers=1) as first_client:
+        first = first_client.submit(replay, e2e, job, key)
+        held.wait_reached()
+        in_flight = e2e.table("idempotencykeys").get_entity(
+            table_key(f"replay:{job}"), table_key(key)
+        )
+        assert in_flight.get("result") is None, "the first replay is in flight"
 
-    statuses = [r.status for r in responses]
-    assert set(statuses) <= {202, 409} and 202 in statuses, statuses
-    accepted = [r.json() for r in responses if r.status == 202]
-    assert all(document == accepted[0] for document in accepted)
-    for busy in (r for r in responses if r.status == 409):
-        assert busy.headers["Retry-After"] and "still being processed" in busy.json()["detail"]
+        refused = at_once(lambda _: replay(e2e, job, key), clients=CLIENTS - 1)
+
+        for busy in refused:
+            assert busy.status == 409, (busy.status, busy.body)
+            assert busy.headers["Retry-After"] == "5"
+            detail = busy.json()["detail"]
+            # The winner named: the request with K, by when it started.
+            assert f"Idempotency-Key {key!r} that started at {in_flight['started_at']}" in detail
+            assert "still being processed" in detail
+        # Nothing done by the refused: only the first reached the send, and it has sent nothing.
+        assert held.sessions == [new_session]
+        assert e2e.sessions_that_ran({new_session}) == set()
+        assert e2e.api.failed_session(job)["status"] != "replayed"
+        held.release()
+        won = first.result(timeout=60)
+
+    assert won.status == 202, (won.status, won.body)
+    assert won.json()["new_session_id"] == new_session
     completed_once(e2e, job)
-    assert e2e.sessions_that_ran({replay_session_id(job, key)}) == {accepted[0]["new_session_id"]}
+    assert e2e.sessions_that_ran({new_session}) == {new_session}
     again = replay(e2e, job, key)  # after the rush: the stored first response
-    assert (again.status, again.json()) == (202, accepted[0])
+    assert (again.status, again.json()) == (202, won.json())
 
 
 def test_concurrent_bulk_replays_of_one_group_replay_each_session_once(

@@ -11,13 +11,11 @@ from pathlib import Path
 import pytest
 
 from spark_jobs.product_import.columns import FIELDS
+from tests.spark.command import run_job_command
 
 from .conftest import E2E, wait_for
 
 pytestmark = pytest.mark.e2e
-pytest.importorskip("pyspark")
-
-from tests.spark.command import run_job_command  # noqa: E402  (after the skip)
 
 
 def test_the_import_tasks_of_a_spark_job_are_in_the_jobs_trace(e2e: E2E, tmp_path: Path) -> None:

@@ -45,19 +45,31 @@ async def test_scheduled_messages_arrive_at_their_time_and_cancelled_ones_never(
         queues.plain, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
     ) as receiver:
         peeked = await tag.peek(receiver)
+        peeked_before_due = datetime.datetime.now(datetime.UTC) < due
         assert sorted(body_of(m) for m in peeked) == [b"kept", b"via-send"]
-        assert all(m.state == ServiceBusMessageState.SCHEDULED for m in peeked)
+        # The broker and this test read one clock: what the broker showed before the messages
+        # were due must be scheduled; a busy machine may have made the peek late, and then
+        # they may be active already.
+        due_states = {ServiceBusMessageState.SCHEDULED}
+        if not peeked_before_due:
+            due_states.add(ServiceBusMessageState.ACTIVE)
+        assert {m.state for m in peeked} <= due_states, [m.state for m in peeked]
         assert all(
             abs(m.scheduled_enqueue_time_utc - due) < datetime.timedelta(seconds=1) for m in peeked
         )
         assert kept in [m.sequence_number for m in peeked]
 
         early = await result(receiver.receive_messages(max_message_count=10, max_wait_time=0.5))
-        assert [m for m in early if body_of(m) in (b"kept", b"via-send")] == []
+        early = [m for m in early if body_of(m) in (b"kept", b"via-send")]
+        if datetime.datetime.now(datetime.UTC) < due:
+            assert early == [], "a scheduled message was delivered before its time"
 
-        received = await tag.receive(receiver, 2, timeout=SCHEDULE_AHEAD.seconds + 4)
+        received = early + await tag.receive(
+            receiver, 2 - len(early), timeout=SCHEDULE_AHEAD.seconds + 4
+        )
         assert sorted(body_of(m) for m in received) == [b"kept", b"via-send"]
         assert await tag.receive(receiver, 1, timeout=1) == []
+        # By the broker's clock: enqueued at their time, whenever the test got to them.
         assert all(m.enqueued_time_utc >= due - datetime.timedelta(seconds=1) for m in received)
 
 

@@ -1,5 +1,7 @@
 """The status of a product import on a real Azurite: the manifest as the Spark job saves it,
-the rows as the import tasks record them, read back as GET /api/imports/{job_id} reads them."""
+the rows as the import tasks record them (writing the products to a real catalogue table), read
+back as GET /api/imports/{job_id} reads them. The one twin is the session's settlement
+(``InMemorySessionActions``): what the broker does with the messages is tests/localhost's."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from azure.data.tables import TableClient, TableServiceClient
 
 from shared.adapters.table_import_manifests import TableManifestStore
 from shared.adapters.table_import_progress import TableImportProgress
+from shared.adapters.table_products import TableProductCatalog
 from shared.domain.import_jobs import ImportJobNotFound, JobManifest
 from shared.domain.pipelines import PRODUCT_IMPORT, import_message
 from shared.service_layer.import_tasks import import_tasks
@@ -18,7 +21,7 @@ from shared.service_layer.imports import get_import_status
 from shared.service_layer.observers import import_progress_observer
 from shared.service_layer.processor import FailurePolicy, IncomingMessage, SessionProcessor
 from spark_jobs.product_import import manifest as spark_manifest
-from tests.fakes import InMemoryProductCatalog, InMemorySessionActions
+from tests.fakes import InMemorySessionActions
 
 pytestmark = pytest.mark.integration
 
@@ -26,17 +29,24 @@ JOB = "catalogue/2026#11"
 
 
 @pytest.fixture
-def two_tables(table_service_client: TableServiceClient) -> Iterator[tuple[TableClient, ...]]:
-    names = [f"t{uuid.uuid4().hex}" for _ in range(2)]
+def three_tables(table_service_client: TableServiceClient) -> Iterator[tuple[TableClient, ...]]:
+    """The job manifests, the import progress and the catalogue the tasks write products to."""
+    names = [f"t{uuid.uuid4().hex}" for _ in range(3)]
     yield tuple(table_service_client.create_table(name) for name in names)
     for name in names:
         table_service_client.delete_table(name)
 
 
-def _import(progress: TableImportProgress, sessions: dict[str, list[dict[str, str]]]) -> None:
+def _import(
+    progress: TableImportProgress,
+    catalogue: TableProductCatalog,
+    sessions: dict[str, list[dict[str, str]]],
+) -> None:
+    """Each row through the processor and the import task, as the session trigger runs them;
+    the session's settlement is the in-memory twin (the broker side is tests/localhost's)."""
     processor = SessionProcessor(
         pipeline=PRODUCT_IMPORT,
-        tasks=import_tasks(InMemoryProductCatalog()),
+        tasks=import_tasks(catalogue),
         policy=FailurePolicy.CONTINUE_ON_FAILURE,
         observer=import_progress_observer(progress),
     )
@@ -52,13 +62,14 @@ NO_PRICE = {"sku": "B", "name": "Banana", "currency": "EUR"}
 
 
 def test_the_status_adds_the_rows_the_tasks_recorded_to_the_spark_jobs_manifest(
-    two_tables: tuple[TableClient, ...],
+    three_tables: tuple[TableClient, ...],
 ) -> None:
-    jobs, rows = two_tables
+    jobs, rows, products = three_tables
     manifests, progress = TableManifestStore(jobs), TableImportProgress(rows)
+    catalogue = TableProductCatalog(products)
     sessions = {f"{JOB}-0000": [GOOD, NO_PRICE, GOOD], f"{JOB}-0001": [GOOD, GOOD]}
 
-    _import(progress, {f"{JOB}-0000": sessions[f"{JOB}-0000"]})  # while the job still sends
+    _import(progress, catalogue, {f"{JOB}-0000": sessions[f"{JOB}-0000"]})  # the job still sends
     assert get_import_status(manifests, progress, JOB).status == "sending"
 
     # The Spark job saves its manifest through the same module, imported its own way.
@@ -69,7 +80,8 @@ def test_the_status_adds_the_rows_the_tasks_recorded_to_the_spark_jobs_manifest(
     )
     assert get_import_status(manifests, progress, JOB).rows_pending == 2
 
-    _import(progress, {f"{JOB}-0001": sessions[f"{JOB}-0001"]})
+    _import(progress, catalogue, {f"{JOB}-0001": sessions[f"{JOB}-0001"]})
+    assert catalogue.find(["A"])["A"].name == "Apple"  # the tasks wrote the good rows
     status = get_import_status(manifests, progress, JOB)
 
     assert status.status == "completed"
@@ -78,8 +90,8 @@ def test_the_status_adds_the_rows_the_tasks_recorded_to_the_spark_jobs_manifest(
     assert status.sessions == 2
 
 
-def test_an_unknown_job_is_not_found(two_tables: tuple[TableClient, ...]) -> None:
-    jobs, rows = two_tables
+def test_an_unknown_job_is_not_found(three_tables: tuple[TableClient, ...]) -> None:
+    jobs, rows, _ = three_tables
     with pytest.raises(ImportJobNotFound):
         get_import_status(TableManifestStore(jobs), TableImportProgress(rows), "never-ran")
 

@@ -76,6 +76,9 @@ LONG_LOCK_SECONDS = {
     "sessions-release": 20,
     "sessions-no-release": 20,
     "plain-manual": 6,
+    # Long enough that a busy machine cannot make an abandoned message look as if it had been
+    # left to its lock (test_abandon_from_the_function_brings_the_message_back_at_once).
+    "plain-abandon": 10,
     APP_PURCHASE_QUEUE: 60,  # the app's own lock duration (infra/local/config.json)
     APP_IMPORT_QUEUE: 60,
 }

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Any
 
 import azure.functions as func
@@ -86,6 +87,9 @@ def _run_command(
         "sequence_number": message.sequence_number,
         "type": type(message).__name__,
         "started": time.monotonic(),
+        # The broker's own clock: when this delivery's lock runs out, when it was enqueued.
+        "locked_until": message.locked_until_utc,
+        "enqueued": message.enqueued_time_utc,
         "trace_parent": context.trace_context.trace_parent if context else None,
     }
     earlier = [c for c in SEEN.of(name) if c["message_id"] == message.message_id]
@@ -269,8 +273,10 @@ def every_second(timer: func.TimerRequest) -> None:
 
 @app.timer_trigger(arg_name="timer", schedule="*/1 * * * * *")
 def slow_timer(timer: func.TimerRequest) -> None:
-    SEEN.add("slow_timer", past_due=timer.past_due)
+    status = dict(getattr(timer, "schedule_status", {}))
     time.sleep(2.2)
+    # When this run ended, on the host's clock (UTC, as the schedule's occurrences).
+    SEEN.add("slow_timer", past_due=timer.past_due, status=status, ended=datetime.now(UTC))
 
 
 @app.queue_trigger(arg_name="msg", queue_name="%STORAGE_QUEUE%", connection="AzureWebJobsStorage")
