@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from ..domain.envelope import TaskMessage, parse_task_message, routing_hint
 from ..domain.errors import MalformedMessage, TaskFailed
-from ..domain.pipelines import FailurePolicy, failure_policy
+from ..domain.pipelines import FailurePolicy
 from ..domain.reasons import (
     CORRUPT_SESSION_STATE,
     MALFORMED_MESSAGE,
@@ -25,6 +25,7 @@ from ..domain.reasons import (
 from ..domain.retries import RetryPolicy
 from ..domain.session_state import CorruptSessionState, Failure, SessionState, decode_session_state
 from .clock import Clock, utc_now
+from .pipelines import registry
 from .ports import FailureJournal, SessionActions
 from .session_endings import Ending, SessionEndings
 from .session_messages import IncomingMessage, Observer, Outcome, Result, Task, TaskInvocation
@@ -51,10 +52,10 @@ class SessionProcessor:
         journal: FailureJournal | None = None,
         observer: Observer | None = None,
     ) -> None:
-        """``policy`` defaults to the pipeline's own (``failure_policy``)."""
+        """``policy`` defaults to the pipeline's declared one (``registry``)."""
         self.pipeline = pipeline
         self.tasks = dict(tasks)
-        self.policy = policy or failure_policy(pipeline)
+        self.policy = policy or registry().policy(pipeline)
         self.retry = retry or RetryPolicy()
         self._clock = clock
         self._endings = SessionEndings(sleep=sleep, journal=journal, observer=observer)

@@ -42,7 +42,7 @@ from shared.domain.archive import (
     replay_session_id,
 )
 from shared.domain.envelope import TaskMessage, parse_task_message
-from shared.domain.pipelines import IMPORT_PRODUCT, PRODUCT_IMPORT, import_message
+from shared.domain.pipelines import IMPORT_PRODUCT, PRODUCT_IMPORT, PURCHASE, import_message
 from shared.domain.products import Product
 from shared.domain.session_state import decode_session_state
 from shared.entrypoints.failed_sessions_http import get_failed_session, replay_failed_session
@@ -654,7 +654,7 @@ def test_an_import_session_with_bad_rows_is_replayed_without_force_and_closes_it
     seeded = decode_session_state(get_session_state(servicebus_client, session_queue, new_session))
     assert seeded is not None and seeded.next_step == 3
 
-    resumed = session_runner.run(session_queue, new_session, container.import_processor)
+    resumed = session_runner.run(session_queue, new_session, container.processor(PRODUCT_IMPORT))
 
     assert outcomes(resumed) == [Outcome.COMPLETED] * 2
     assert sorted(catalog.find([skus[2], skus[6]])) == sorted([skus[2], skus[6]])
@@ -728,7 +728,7 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
         queue_name=session_queue,
     )
 
-    failed = session_runner.run(session_queue, order.session_id, during_outage.purchase_processor)
+    failed = session_runner.run(session_queue, order.session_id, during_outage.processor(PURCHASE))
 
     assert outcomes(failed) == [
         Outcome.COMPLETED,  # GenerateOrderNumber
@@ -762,7 +762,7 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
         202,
     )
     resumed = session_runner.run(
-        session_queue, accepted["new_session_id"], provider_back.purchase_processor
+        session_queue, accepted["new_session_id"], provider_back.processor(PURCHASE)
     )
 
     assert outcomes(resumed) == [Outcome.COMPLETED] * 3
