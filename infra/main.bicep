@@ -96,7 +96,7 @@ module storage 'app/storage.bicep' = {
     location: location
     tags: tags
     containers: [deploymentContainerName, 'receipts', 'deadletter-bodies']
-    tables: ['products', 'ordernumbers', 'simulatedpayments', 'deadletters', 'failedsessions', 'replayrequests', 'importprogress', 'importjobs', 'idempotencykeys', 'orderprogress', 'operatoraudit', 'confirmations']
+    tables: ['products', 'ordernumbers', 'simulatedpayments', 'deadletters', 'failedsessions', 'replayrequests', 'importprogress', 'importjobs', 'idempotencykeys', 'orderprogress', 'operatoraudit', 'confirmations', 'sessionoutcomes']
     queues: [replayQueueName, '${replayQueueName}-poison']
     skuName: storageSku
   }

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         ReceiptStore,
         ReplayQueue,
         ReplayRequestStore,
+        SessionOutcomes,
         SessionSeeder,
         TaskSender,
     )
@@ -155,7 +156,7 @@ class Container:
             c.import_progress,
         )
     )
-    replay_progress: Part[Progress] = Part(lambda c: Progress(c.order_progress, c.import_progress))
+    replay_progress: Part[Progress] = Part(lambda c: Progress(c.session_outcomes))
     order_lookup: Part[OrderLookup] = Part(
         lambda c: OrderLookup(
             c.order_progress,
@@ -163,7 +164,7 @@ class Container:
             c.payments,
             c.archive,
             c.audit_trail,
-            c.import_progress,
+            c.session_outcomes,
         )
     )
     # Adapters, each built by ``shared.adapters.parts`` from the clients below.
@@ -177,6 +178,9 @@ class Container:
     )
     import_progress: Part[ImportProgress] = Part(
         lambda c: adapters.import_progress(c._table_service)
+    )
+    session_outcomes: Part[SessionOutcomes] = Part(
+        lambda c: adapters.session_outcomes(c._table_service)
     )
     import_manifests: Part[ImportManifests] = Part(
         lambda c: adapters.import_manifests(c._table_service)
@@ -226,6 +230,7 @@ def _processor(c: Container, pipeline: Pipeline) -> SessionProcessor:
         retry=c.retry_policy,
         journal=c.archive,
         observer=pipeline.observer(c) if pipeline.observer else None,
+        outcomes=c.session_outcomes,
     )
 
 

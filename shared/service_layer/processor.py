@@ -26,7 +26,7 @@ from ..domain.retries import RetryPolicy
 from ..domain.session_state import CorruptSessionState, Failure, SessionState, decode_session_state
 from .clock import Clock, utc_now
 from .pipelines import registry
-from .ports import FailureJournal, SessionActions
+from .ports import FailureJournal, SessionActions, SessionOutcomes
 from .session_endings import Ending, SessionEndings
 from .session_messages import IncomingMessage, Observer, Outcome, Result, Task, TaskInvocation
 
@@ -51,14 +51,23 @@ class SessionProcessor:
         clock: Clock = utc_now,
         journal: FailureJournal | None = None,
         observer: Observer | None = None,
+        outcomes: SessionOutcomes | None = None,
     ) -> None:
-        """``policy`` defaults to the pipeline's declared one (``registry``)."""
+        """``policy`` defaults to the pipeline's declared one (``registry``); ``outcomes``
+        records how each session ended, at its last message."""
         self.pipeline = pipeline
         self.tasks = dict(tasks)
         self.policy = policy or registry().policy(pipeline)
         self.retry = retry or RetryPolicy()
         self._clock = clock
-        self._endings = SessionEndings(sleep=sleep, journal=journal, observer=observer)
+        self._endings = SessionEndings(
+            sleep=sleep,
+            journal=journal,
+            observer=observer,
+            pipeline=pipeline,
+            outcomes=outcomes,
+            clock=clock,
+        )
 
     def handle(self, incoming: IncomingMessage, actions: SessionActions) -> Result:
         """Decide, write the state, settle the message through ``actions``."""
@@ -202,7 +211,8 @@ class SessionProcessor:
                 f"Not run: the session failed at step {failure.step} ({failure.task}) "
                 f"with {failure.reason}: {failure.description}"
             )
-        return self._dead_letter(message, None, SESSION_FAILED, description)
+        ending = self._dead_letter(message, None, SESSION_FAILED, description)
+        return replace(ending, session_reason=failure.reason if failure else None)
 
     def _malformed(
         self, incoming: IncomingMessage, state: SessionState | None, error: MalformedMessage
