@@ -422,6 +422,9 @@ class InMemorySessionOutcomes:
     def record(self, outcome: SessionOutcome) -> None:
         self.outcomes[(outcome.job_id, outcome.session_id)] = outcome
 
+    def accept(self, outcome: SessionOutcome) -> None:
+        self.outcomes.setdefault((outcome.job_id, outcome.session_id), outcome)
+
     def get(self, job_id: str, session_id: str) -> SessionOutcome | None:
         return self.outcomes.get((job_id, session_id))
 

@@ -4,9 +4,10 @@ read and a session's outcome recorded again overwrites itself."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, cast
 
-from azure.core.exceptions import ResourceNotFoundError
+from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
 
 from ..domain.session_outcomes import SessionOutcome, SessionStatus
@@ -24,18 +25,12 @@ class TableSessionOutcomes:
 
     @translated(TABLE_STORAGE)
     def record(self, outcome: SessionOutcome) -> None:
-        entity: dict[str, Any] = {
-            "PartitionKey": table_key(outcome.job_id),
-            "RowKey": table_key(outcome.session_id),
-            "job_id": outcome.job_id,
-            "session_id": outcome.session_id,
-            "pipeline": outcome.pipeline,
-            "status": outcome.status,
-            "at": outcome.at,
-        }
-        if outcome.reason:
-            entity["reason"] = outcome.reason
-        self._table.upsert_entity(entity, mode=UpdateMode.REPLACE)
+        self._table.upsert_entity(_entity(outcome), mode=UpdateMode.REPLACE)
+
+    @translated(TABLE_STORAGE)
+    def accept(self, outcome: SessionOutcome) -> None:
+        with contextlib.suppress(ResourceExistsError):
+            self._table.create_entity(_entity(outcome))
 
     @translated(TABLE_STORAGE)
     def get(self, job_id: str, session_id: str) -> SessionOutcome | None:
@@ -51,6 +46,21 @@ class TableSessionOutcomes:
             "PartitionKey eq @pk", parameters={"pk": table_key(job_id)}
         )
         return sorted((_outcome(e) for e in entities), key=lambda o: (o.at, o.session_id))
+
+
+def _entity(outcome: SessionOutcome) -> dict[str, Any]:
+    entity: dict[str, Any] = {
+        "PartitionKey": table_key(outcome.job_id),
+        "RowKey": table_key(outcome.session_id),
+        "job_id": outcome.job_id,
+        "session_id": outcome.session_id,
+        "pipeline": outcome.pipeline,
+        "status": outcome.status,
+        "at": outcome.at,
+    }
+    if outcome.reason:
+        entity["reason"] = outcome.reason
+    return entity
 
 
 def _outcome(entity: Any) -> SessionOutcome:

@@ -8,11 +8,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-SessionStatus = Literal["completed", "failed"]
+from .errors import NotFound
+
+# "accepted": sent by a start route, not ended yet (the processor overwrites it at the end)
+SessionStatus = Literal["accepted", "completed", "failed"]
+ACCEPTED: SessionStatus = "accepted"
 COMPLETED: SessionStatus = "completed"
 FAILED: SessionStatus = "failed"
 
-JobStatus = Literal["accepted", "completed", "failed"]
+JobStatus = SessionStatus
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,17 @@ class SessionOutcome:
 
 def job_status(outcomes: Sequence[SessionOutcome]) -> JobStatus:
     """A job's status from the outcomes of its sessions (the first, then its replays): the
-    latest to end decides; none yet, the job is accepted (its sessions still run)."""
+    latest recorded decides; none yet, the job is accepted (its sessions still run)."""
     if not outcomes:
-        return "accepted"
+        return ACCEPTED
     return max(outcomes, key=lambda o: o.at).status
+
+
+class JobNotFound(NotFound):
+    title = "Unknown job"
+
+    def __init__(self, route: str, job_id: str) -> None:
+        super().__init__(
+            f"There is no job {job_id!r}. Use the job_id that POST /api/{route} returned."
+        )
+        self.job_id = job_id

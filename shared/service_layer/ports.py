@@ -306,6 +306,11 @@ class SessionOutcomes(Protocol):
 
     def record(self, outcome: SessionOutcome) -> None: ...
 
+    def accept(self, outcome: SessionOutcome) -> None:
+        """Record a session just sent, unless it already ended (a fast processor may finish
+        it before its sender gets here): never overwrites."""
+        ...
+
     def get(self, job_id: str, session_id: str) -> SessionOutcome | None: ...
 
     def of_job(self, job_id: str) -> list[SessionOutcome]:
