@@ -25,9 +25,7 @@ param storageSku string = 'Standard_GRS'
 @description('Also deploy an Azure Databricks workspace for the Spark import job.')
 param deployDatabricks bool = false
 
-@description('Queue names: the same values the app reads from PURCHASE_QUEUE_NAME, IMPORT_QUEUE_NAME and REPLAY_QUEUE_NAME.')
-param purchaseQueueName string = 'purchase-tasks'
-param importQueueName string = 'product-import-tasks'
+@description('The Storage queue of bulk replay requests: the value the app reads from REPLAY_QUEUE_NAME.')
 param replayQueueName string = 'replay-requests'
 
 @description('SMTP relay for receipts. The credentials go to Key Vault, never to app settings.')
@@ -44,6 +42,9 @@ param receiptEmailFrom string = 'receipts@shop.example'
 param consoleAuthClientId string = ''
 
 var abbrs = loadJsonContent('abbreviations.json')
+// The pipelines' session queues and the app settings naming them, written from the app's
+// pipeline declarations by `python -m localdev.pipelines` (docs/pipelines.md).
+var pipelines = loadJsonContent('pipelines.json').pipelines
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName }
 var functionAppName = '${abbrs.webSitesFunctions}${resourceToken}'
@@ -84,7 +85,7 @@ module serviceBus 'app/servicebus.bicep' = {
     location: location
     tags: tags
     sku: serviceBusSku
-    queueNames: [purchaseQueueName, importQueueName]
+    queueNames: [for pipeline in pipelines: pipeline.queue]
   }
 }
 
@@ -129,8 +130,6 @@ module functionApp 'app/function.bicep' = {
     serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
     appInsightsConnectionString: monitoring.outputs.appInsightsConnectionString
     keyVaultUri: keyVault.outputs.uri
-    purchaseQueueName: purchaseQueueName
-    importQueueName: importQueueName
     replayQueueName: replayQueueName
     smtpHost: smtpHost
     smtpPort: smtpPort
@@ -239,7 +238,5 @@ output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
 output SERVICE_BUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQualifiedNamespace
 output STORAGE_ACCOUNT_NAME string = storage.outputs.name
 output KEY_VAULT_NAME string = keyVault.outputs.name
-output PURCHASE_QUEUE_NAME string = purchaseQueueName
-output IMPORT_QUEUE_NAME string = importQueueName
 output REPLAY_QUEUE_NAME string = replayQueueName
 output DATABRICKS_WORKSPACE_URL string = deployDatabricks ? databricks.outputs.url : ''

@@ -89,10 +89,17 @@ def scan_code() -> CodeSettings:
 
 
 def infra_settings() -> set[str]:
+    """function.bicep's app settings: its ``appSettings`` list, and the pipelines' queue
+    settings it reads from infra/pipelines.json (``pipelineQueueSettings``)."""
     text = (INFRA / "app" / "function.bicep").read_text()
-    block = re.search(r"appSettings: \[(.*?)\n\s*\]", text, re.DOTALL)
-    assert block, "function.bicep has no siteConfig.appSettings block"
-    return set(re.findall(r"\{ name: '([^']+)', value:", block.group(1)))
+    assert "appSettings: concat(pipelineQueueSettings, appSettings)" in text
+    assert "loadJsonContent('../pipelines.json').pipelines" in text
+    block = re.search(r"^var appSettings = \[(.*?)\n\]", text, re.DOTALL | re.MULTILINE)
+    assert block, "function.bicep has no appSettings list"
+    pipelines = json.loads((INFRA / "pipelines.json").read_text())["pipelines"]
+    return set(re.findall(r"\{ name: '([^']+)', value:", block.group(1))) | {
+        p["queueSetting"] for p in pipelines
+    }
 
 
 def local_example_settings() -> set[str]:
