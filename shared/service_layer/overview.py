@@ -1,11 +1,11 @@
 """The console's front page in one read: orders in flight and completed, import jobs still
-running, failed sessions by group, how many were replayed or resolved, and the dead letters
-still waiting for the archive timer in each session queue."""
+running, failed sessions by group, how many were replayed or resolved, each declared pipeline
+with its queue, its failed sessions and its dead letters still waiting for the archive timer."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..domain.import_jobs import ImportJobStatus, import_job_status
@@ -29,6 +29,14 @@ class Orders:
 
 
 @dataclass(frozen=True)
+class PipelineCounts:
+    pipeline: str
+    queue: str
+    failed: int  # failed sessions not replayed or resolved
+    waiting: int  # dead letters not archived yet (at most WAITING_COUNT_MAX)
+
+
+@dataclass(frozen=True)
 class Overview:
     orders: Orders
     imports: list[ImportJobStatus]  # jobs whose rows are not all imported or failed yet
@@ -37,6 +45,7 @@ class Overview:
     replayed: int
     resolved: int
     waiting: dict[str, int]  # queue -> dead letters not archived yet (at most WAITING_COUNT_MAX)
+    pipelines: list[PipelineCounts]  # each declared pipeline, in the registry's order
 
 
 @dataclass(frozen=True)
@@ -50,10 +59,15 @@ class Sources:
     imports: ImportProgress
 
 
-def overview(sources: Sources, queues: Sequence[str]) -> Overview:
+def overview(
+    sources: Sources, queues: Sequence[str], *, pipelines: Mapping[str, str] | None = None
+) -> Overview:
+    """``queues``: the session queues whose waiting dead letters are counted; ``pipelines``:
+    each declared pipeline's queue, by the pipeline's name (``Settings.queues``)."""
     groups = group_failed_sessions(sources.archive, status="failed")
     replayed = group_failed_sessions(sources.archive, status="replayed")
     resolved = group_failed_sessions(sources.archive, status="resolved")
+    waiting = {q: sources.counter.waiting(q, up_to=WAITING_COUNT_MAX) for q in queues}
     return Overview(
         orders=count_orders(sources.orders),
         imports=imports_in_progress(sources.manifests, sources.imports),
@@ -61,7 +75,18 @@ def overview(sources: Sources, queues: Sequence[str]) -> Overview:
         failed=sum(g.sessions for g in groups),
         replayed=sum(g.sessions for g in replayed),
         resolved=sum(g.sessions for g in resolved),
-        waiting={q: sources.counter.waiting(q, up_to=WAITING_COUNT_MAX) for q in queues},
+        waiting=waiting,
+        pipelines=[
+            PipelineCounts(
+                pipeline=name,
+                queue=queue,
+                failed=sum(g.sessions for g in groups if g.queue == queue),
+                waiting=waiting[queue]
+                if queue in waiting
+                else sources.counter.waiting(queue, up_to=WAITING_COUNT_MAX),
+            )
+            for name, queue in (pipelines or {}).items()
+        ],
     )
 
 
