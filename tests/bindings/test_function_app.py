@@ -96,6 +96,19 @@ def test_the_app_has_every_blueprint_registered() -> None:
     }
 
 
+def test_each_declared_route_is_served_so_a_replays_status_url_answers() -> None:
+    served = {
+        (trigger["route"], method)
+        for function in _functions().values()
+        for trigger in function["bindings"]
+        if trigger["type"] == "httpTrigger"
+        for method in trigger["methods"]
+    }
+    for pipeline in registry():
+        if pipeline.route is not None:
+            assert (f"api/{pipeline.route}/{{job_id}}", "GET") in served, pipeline.name
+
+
 def test_each_declared_pipeline_has_a_session_trigger_on_its_queue_setting() -> None:
     for pipeline in registry():
         trigger = _trigger(pipeline.function_name)
