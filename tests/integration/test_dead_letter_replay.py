@@ -51,6 +51,7 @@ from shared.entrypoints.replays import get_replay, replay_requests, request_repl
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.import_tasks import import_product
 from shared.service_layer.orders import submit_order
+from shared.service_layer.pipelines import registry
 from shared.service_layer.processor import FailurePolicy, Outcome, SessionProcessor
 from shared.service_layer.replay import replay_session
 from tests.builders import order_document
@@ -94,8 +95,8 @@ def app_environ(
         queues=[replay_queue],
     )
     yield {
+        **{p.queue_setting: p.default_queue for p in registry()},  # every pipeline's queue
         "PURCHASE_QUEUE_NAME": session_queue,
-        "IMPORT_QUEUE_NAME": "product-import-tasks",
         "REPLAY_QUEUE_NAME": replay_queue,
         "ServiceBusConnection": servicebus_connection_string,
         "AzureWebJobsStorage": azurite_connection_string,
