@@ -24,12 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.service_layer.pipelines import Pipeline, registry
+from shared.service_layer.pipelines import QUEUE_SETTING, Pipeline, registry
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# The queue setting of a pipeline, as written in the files: every *_QUEUE_NAME but the
-# replay requests' Storage queue, which is no pipeline's.
-_QUEUE_SETTING = r"(?!REPLAY_)[A-Z][A-Z0-9_]*_QUEUE_NAME"
+# A pipeline's queue setting, as the files write it (every declaration's has this shape).
+_QUEUE_SETTING = QUEUE_SETTING.pattern
 
 # The properties of every session queue, as infra/app/servicebus.bicep creates them.
 SESSION_QUEUE_PROPERTIES: dict[str, Any] = {

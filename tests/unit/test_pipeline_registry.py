@@ -3,6 +3,7 @@ whatever its failure policy; declarations that would collide are refused by name
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -97,6 +98,23 @@ def test_declarations_that_collide_are_refused_naming_what_collides() -> None:
         Pipelines((purchase, replace(imports, name="purchase")))
     with pytest.raises(ValueError, match="PURCHASE_QUEUE_NAME"):
         Pipelines((purchase, replace(imports, queue_setting="PURCHASE_QUEUE_NAME")))
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"name": "Purchase Two"}, "pipeline name 'Purchase Two'"),
+        ({"queue_setting": "PURCHASE_QUEUE"}, "queue_setting 'PURCHASE_QUEUE'"),
+        ({"queue_setting": "REPLAY_QUEUE_NAME"}, "queue_setting 'REPLAY_QUEUE_NAME'"),
+        ({"tasks": ()}, "declares no task"),
+    ],
+)
+def test_a_declaration_the_generic_parts_could_not_read_is_refused(
+    changes: dict[str, object], named: str
+) -> None:
+    purchase, *_ = registry({})
+    with pytest.raises(ValueError, match=re.escape(named)):
+        replace(purchase, **changes)  # type: ignore[arg-type]
 
 
 def test_a_module_that_declares_no_pipeline_is_named() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 PIPELINE_MODULES_SETTING = "PIPELINE_MODULES"
 
 PayloadCheck = Callable[[Mapping[str, Any]], object]
+# A queue setting's shape: the files outside Python (localdev/pipelines.py) find a pipeline's
+# queue lines by it; REPLAY_QUEUE_NAME is the bulk replays' Storage queue, no pipeline's.
+QUEUE_SETTING = re.compile(r"(?!REPLAY_)[A-Z][A-Z0-9_]*_QUEUE_NAME")
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,17 @@ class Pipeline:
     # Where the pipeline is listed among the others (the archive's runs, the overview's
     # queues): lower first, then by name.
     listed: int = 100
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
+            raise ValueError(f"pipeline name {self.name!r}: lower-case letters, digits and _")
+        if not QUEUE_SETTING.fullmatch(self.queue_setting):
+            raise ValueError(
+                f"pipeline {self.name!r}: queue_setting {self.queue_setting!r} must be an "
+                "upper-case app setting name ending in _QUEUE_NAME (not REPLAY_QUEUE_NAME)"
+            )
+        if not self.tasks:
+            raise ValueError(f"pipeline {self.name!r} declares no task")
 
     @property
     def function_name(self) -> str:
