@@ -19,6 +19,7 @@ from shared.entrypoints import (
     operator_http,
     orders_http,
     overview_http,
+    pipeline_http,
     replays,
     session_queues,
 )
@@ -28,6 +29,7 @@ logging.getLogger("azure").setLevel(logging.WARNING)  # the SDKs log every HTTP 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 app.register_functions(orders_http.bp)
 app.register_functions(session_queues.bp)
+app.register_functions(pipeline_http.bp)
 app.register_functions(archive_timer.bp)
 app.register_functions(failed_sessions_http.bp)
 app.register_functions(replays.bp)

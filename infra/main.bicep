@@ -35,9 +35,7 @@ param storageSku string = 'Standard_GRS'
 @description('Also deploy an Azure Databricks workspace for the Spark import job.')
 param deployDatabricks bool = false
 
-@description('Queue names: the same values the app reads from PURCHASE_QUEUE_NAME, IMPORT_QUEUE_NAME and REPLAY_QUEUE_NAME.')
-param purchaseQueueName string = 'purchase-tasks'
-param importQueueName string = 'product-import-tasks'
+@description('The Storage queue of bulk replay requests: the value the app reads from REPLAY_QUEUE_NAME.')
 param replayQueueName string = 'replay-requests'
 
 @description('SMTP relay for receipts. The credentials go to Key Vault, never to app settings.')
@@ -54,6 +52,9 @@ param receiptEmailFrom string = 'receipts@shop.example'
 param consoleAuthClientId string = ''
 
 var abbrs = loadJsonContent('abbreviations.json')
+// The pipelines' session queues and the app settings naming them, written from the app's
+// pipeline declarations by `python -m localdev.pipelines` (docs/pipelines.md).
+var pipelines = loadJsonContent('pipelines.json').pipelines
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName }
 var functionAppName = '${abbrs.webSitesFunctions}${resourceToken}'
@@ -96,7 +97,7 @@ module serviceBus 'app/servicebus.bicep' = {
     sku: serviceBusSku
     messagingUnitsPerPartition: serviceBusMessagingUnitsPerPartition
     partitions: serviceBusPartitions
-    queueNames: [purchaseQueueName, importQueueName]
+    queueNames: [for pipeline in pipelines: pipeline.queue]
   }
 }
 
@@ -108,7 +109,7 @@ module storage 'app/storage.bicep' = {
     location: location
     tags: tags
     containers: [deploymentContainerName, 'receipts', 'deadletter-bodies']
-    tables: ['products', 'ordernumbers', 'simulatedpayments', 'deadletters', 'failedsessions', 'replayrequests', 'importprogress', 'importjobs', 'idempotencykeys', 'orderprogress', 'operatoraudit', 'confirmations']
+    tables: ['products', 'ordernumbers', 'simulatedpayments', 'deadletters', 'failedsessions', 'replayrequests', 'importprogress', 'importjobs', 'idempotencykeys', 'orderprogress', 'operatoraudit', 'confirmations', 'sessionoutcomes']
     queues: [replayQueueName, '${replayQueueName}-poison']
     skuName: storageSku
   }
@@ -141,8 +142,6 @@ module functionApp 'app/function.bicep' = {
     serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
     appInsightsConnectionString: monitoring.outputs.appInsightsConnectionString
     keyVaultUri: keyVault.outputs.uri
-    purchaseQueueName: purchaseQueueName
-    importQueueName: importQueueName
     replayQueueName: replayQueueName
     smtpHost: smtpHost
     smtpPort: smtpPort
@@ -252,7 +251,5 @@ output AZURE_FUNCTION_APP_NAME string = functionApp.outputs.name
 output SERVICE_BUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQualifiedNamespace
 output STORAGE_ACCOUNT_NAME string = storage.outputs.name
 output KEY_VAULT_NAME string = keyVault.outputs.name
-output PURCHASE_QUEUE_NAME string = purchaseQueueName
-output IMPORT_QUEUE_NAME string = importQueueName
 output REPLAY_QUEUE_NAME string = replayQueueName
 output DATABRICKS_WORKSPACE_URL string = deployDatabricks ? databricks.outputs.url : ''

@@ -1,6 +1,6 @@
 """The whole app on this machine: Azurite, the Service Bus emulator (with the queues of
-infra/local/config.json), an SMTP sink for the receipts, and function_app.py on the local host,
-wired together.
+infra/local/config.json and a session queue for each declared pipeline), an SMTP sink for the
+receipts, and function_app.py on the local host, wired together.
 
 ``run_stack()`` starts it as a context manager: everything it started is stopped on the way
 out (the host first, so nothing it runs loses the broker under it), and the environment is put
@@ -16,7 +16,7 @@ import os
 import secrets
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +27,7 @@ from localdev.host import LocalHost
 from localdev.host.config import load_host_json, load_settings
 from localdev.host.host import HOST_KEY_SETTING, MASTER_KEY_SETTING
 from localdev.mail_sink import MailSink, run_mail_sink
+from localdev.pipelines import emulator_queues
 from localdev.ports import choose_port
 from localdev.stack_layout import (
     APP_SCRIPT,
@@ -40,6 +41,7 @@ from localdev.stack_layout import (
 from shared.adapters.azure_clients import ensure_storage
 from shared.config import SERVICE_BUS_CONNECTION, STORAGE_CONNECTION
 from shared.entrypoints.http import API_PREFIX
+from shared.service_layer.pipelines import registry
 
 __all__ = ["HOST_JSON", "LocalStack", "Ports", "create_storage", "run_stack"]
 
@@ -116,6 +118,11 @@ def run_stack(
     file_values = load_settings(settings_file)
     values = {name: os.environ.get(name, value) for name, value in file_values.items()}
     values.update(overrides or {})
+    # Every declared pipeline (those of PIPELINE_MODULES too) has its queue setting, by default
+    # its declared queue name (an environment variable of the same name still wins).
+    for pipeline in registry({**os.environ, **values}):
+        name = pipeline.queue_setting
+        values.setdefault(name, os.environ.get(name, pipeline.default_queue))
     data = DataLayout(data_dir) if data_dir is not None else None
     with ExitStack() as stack:
         if data is not None:
@@ -145,6 +152,9 @@ def run_stack(
                 http_port=port(ports.servicebus_http, "Service Bus emulator status"),
                 data_dir=data.servicebus if data else None,
                 log_path=logs / "servicebus.log",
+                session_queues=[
+                    values[p.queue_setting] for p in registry({**os.environ, **values})
+                ],
             )
         )
         say(f"Service Bus emulator: amqp port {emulator.port}, status {emulator.http_url}")
@@ -190,12 +200,26 @@ def run_stack(
 
 @contextmanager
 def run_servicebus_emulator(
-    *, port: int, http_port: int, data_dir: Path | None, log_path: Path
+    *,
+    port: int,
+    http_port: int,
+    data_dir: Path | None,
+    log_path: Path,
+    session_queues: Sequence[str] = (),
 ) -> Iterator[Any]:
-    """The project's emulator with the queues of infra/local/config.json, as a subprocess;
-    with ``data_dir`` its messages survive a restart."""
+    """The project's emulator with the queues of infra/local/config.json and a session queue
+    for each of ``session_queues`` it lacks (the declared pipelines'), as a subprocess; with
+    ``data_dir`` its messages survive a restart."""
     if not SERVICE_BUS_CONFIG.exists():
         raise SystemExit(f"{SERVICE_BUS_CONFIG} is missing: it lists the Service Bus queues.")
+    config = json.loads(SERVICE_BUS_CONFIG.read_text())
+    (namespace,) = config["UserConfig"]["Namespaces"]
+    listed = {queue["Name"] for queue in namespace["Queues"]}
+    namespace["Queues"] += emulator_queues(
+        q for q in dict.fromkeys(session_queues) if q not in listed
+    )
+    config_path = log_path.with_name("servicebus-config.json")
+    config_path.write_text(json.dumps(config, indent=2) + "\n")
     try:
         from localdev.servicebus_emulator.testing import EmulatorProcess
     except ImportError as error:
@@ -204,7 +228,7 @@ def run_servicebus_emulator(
         ) from error
 
     emulator = EmulatorProcess(
-        SERVICE_BUS_CONFIG, host="127.0.0.1", port=port, data_dir=data_dir, log_path=log_path
+        config_path, host="127.0.0.1", port=port, data_dir=data_dir, log_path=log_path
     )
     emulator.http_port = http_port
     emulator.start()

@@ -15,16 +15,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from .adapters import parts as adapters
 from .config import Settings
-from .domain.pipelines import PRODUCT_IMPORT, PURCHASE
 from .service_layer.history import Progress
 from .service_layer.idempotency import IdempotentRequests
-from .service_layer.import_tasks import import_tasks
-from .service_layer.observers import import_progress_observer, order_progress_observer
 from .service_layer.operator_desk import OperatorDesk
 from .service_layer.orders import OrderLookup
 from .service_layer.overview import Sources
+from .service_layer.pipelines import Pipeline, registry
 from .service_layer.processor import RetryPolicy, SessionProcessor
-from .service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
 
 if TYPE_CHECKING:
     from azure.data.tables import TableServiceClient
@@ -37,6 +34,7 @@ if TYPE_CHECKING:
     from .service_layer.ports import (
         Archive,
         DeadLetterSource,
+        EmailSender,
         IdempotencyRecords,
         ImportManifests,
         ImportProgress,
@@ -45,8 +43,11 @@ if TYPE_CHECKING:
         OrderProgress,
         PaymentGateway,
         ProductCatalog,
+        ReceiptRenderer,
+        ReceiptStore,
         ReplayQueue,
         ReplayRequestStore,
+        SessionOutcomes,
         SessionSeeder,
         TaskSender,
     )
@@ -108,7 +109,12 @@ class Container:
 
     @property
     def session_queues(self) -> tuple[str, ...]:
-        return (self.settings.purchase_queue_name, self.settings.import_queue_name)
+        """Every declared pipeline's session queue."""
+        return tuple(self.settings.queues.values())
+
+    def processor(self, pipeline: str) -> SessionProcessor:
+        """The session processor of a declared pipeline (``processors``)."""
+        return self.processors[pipeline]
 
     @property
     def operator_desk(self) -> OperatorDesk:
@@ -133,15 +139,9 @@ class Container:
             max_backoff=c.settings.task_retry_max_backoff_seconds,
         )
     )
-    purchase_processor: Part[SessionProcessor] = Part(lambda c: _purchase_processor(c))
-    import_processor: Part[SessionProcessor] = Part(
-        lambda c: SessionProcessor(
-            pipeline=PRODUCT_IMPORT,
-            tasks=import_tasks(c.catalog),
-            retry=c.retry_policy,
-            journal=c.archive,
-            observer=import_progress_observer(c.import_progress),
-        )
+    # One processor per declared pipeline, by the pipeline's name.
+    processors: Part[dict[str, SessionProcessor]] = Part(
+        lambda c: {p.name: _processor(c, p) for p in registry()}
     )
     idempotent_requests: Part[IdempotentRequests] = Part(
         lambda c: IdempotentRequests(c.idempotency_records)
@@ -156,7 +156,7 @@ class Container:
             c.import_progress,
         )
     )
-    replay_progress: Part[Progress] = Part(lambda c: Progress(c.order_progress, c.import_progress))
+    replay_progress: Part[Progress] = Part(lambda c: Progress(c.session_outcomes))
     order_lookup: Part[OrderLookup] = Part(
         lambda c: OrderLookup(
             c.order_progress,
@@ -164,7 +164,7 @@ class Container:
             c.payments,
             c.archive,
             c.audit_trail,
-            c.import_progress,
+            c.session_outcomes,
         )
     )
     # Adapters, each built by ``shared.adapters.parts`` from the clients below.
@@ -181,6 +181,9 @@ class Container:
     import_progress: Part[ImportProgress] = Part(
         lambda c: adapters.import_progress(c._table_service)
     )
+    session_outcomes: Part[SessionOutcomes] = Part(
+        lambda c: adapters.session_outcomes(c._table_service)
+    )
     import_manifests: Part[ImportManifests] = Part(
         lambda c: adapters.import_manifests(c._table_service)
     )
@@ -196,6 +199,9 @@ class Container:
     replay_queue: Part[ReplayQueue] = Part(
         lambda c: adapters.replay_queue(c._queue_service, c.settings.replay_queue_name)
     )
+    receipts: Part[ReceiptStore] = Part(lambda c: adapters.receipts(c._blob_service))
+    receipt_renderer: Part[ReceiptRenderer] = Part(lambda c: adapters.receipt_renderer())
+    email: Part[EmailSender] = Part(lambda c: adapters.email(c.settings))
     # The operator console's records and the dead letters it counts.
     audit_trail: Part[AuditTrail] = Part(lambda c: adapters.audit_trail(c._table_service))
     confirmations: Part[Confirmations] = Part(lambda c: adapters.confirmations(c._table_service))
@@ -218,24 +224,15 @@ class Container:
     )
 
 
-def _purchase_processor(c: Container) -> SessionProcessor:
-    settings = c.settings
-    deps = PurchaseDependencies(
-        order_numbers=c.order_numbers,
-        catalog=c.catalog,
-        payments=c.payments,
-        receipts=adapters.receipts(c._blob_service),
-        renderer=adapters.receipt_renderer(),
-        email=adapters.email(settings),
-        tax_rate=settings.tax_rate,
-        shipping_fee=settings.shipping_fee,
-    )
+def _processor(c: Container, pipeline: Pipeline) -> SessionProcessor:
     return SessionProcessor(
-        pipeline=PURCHASE,
-        tasks=purchase_tasks(deps),
+        pipeline=pipeline.name,
+        tasks=pipeline.build_tasks(c),
+        policy=pipeline.policy,
         retry=c.retry_policy,
         journal=c.archive,
-        observer=order_progress_observer(c.order_progress),
+        observer=pipeline.observer(c) if pipeline.observer else None,
+        outcomes=c.session_outcomes,
     )
 
 

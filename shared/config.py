@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from .domain.errors import PipelineError
+from .service_layer.pipelines import registry
 
 SERVICE_BUS_CONNECTION = "ServiceBusConnection"
 STORAGE_CONNECTION = "AzureWebJobsStorage"
@@ -55,8 +56,8 @@ class ConsoleAccessSettings:
 
 @dataclass(frozen=True)
 class Settings:
-    purchase_queue_name: str
-    import_queue_name: str
+    # pipeline name -> its session queue, from each declared pipeline's queue setting
+    queues: Mapping[str, str]
     service_bus: ServiceBusConnectionSettings
     storage: StorageConnectionSettings
     tax_rate: Decimal
@@ -83,13 +84,16 @@ class Settings:
     order_number_block_size: int = 0
     console: ConsoleAccessSettings = ConsoleAccessSettings()
 
+    def queue_of(self, pipeline: str) -> str:
+        """The session queue of a declared pipeline."""
+        return self.queues[pipeline]
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         environ = os.environ if environ is None else environ
         env = _Reader(environ)
         return cls(
-            purchase_queue_name=env.required("PURCHASE_QUEUE_NAME"),
-            import_queue_name=env.required("IMPORT_QUEUE_NAME"),
+            queues={p.name: env.required(p.queue_setting) for p in registry(environ)},
             service_bus=service_bus_connection(environ=environ),
             storage=storage_connection(environ=environ),
             tax_rate=env.decimal("ORDER_TAX_RATE", "0.25"),

@@ -9,13 +9,14 @@ from typing import Any
 
 from shared.domain.envelope import TaskMessage
 from shared.domain.pipelines import PURCHASE, PURCHASE_TASKS
+from shared.service_layer.pipelines import registry
 from shared.service_layer.ports import DeadLetter
 
-# The settings the app cannot start without, and nothing optional: the local emulator's and
-# Azurite's well-known connection strings (no service is contacted until a client is used).
+# The settings the app cannot start without, and nothing optional: each declared pipeline's
+# queue under its default name, and the local emulator's and Azurite's well-known connection
+# strings (no service is contacted until a client is used).
 APP_SETTINGS = {
-    "PURCHASE_QUEUE_NAME": "purchase-tasks",
-    "IMPORT_QUEUE_NAME": "product-import-tasks",
+    **{p.queue_setting: p.default_queue for p in registry()},
     "REPLAY_QUEUE_NAME": "replay-requests",
     "ServiceBusConnection": "Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=v;"
     "UseDevelopmentEmulator=true;",

@@ -22,6 +22,7 @@ from shared.domain.payments import Charge, PaymentDeclined, PaymentProviderUnava
 from shared.domain.products import Product
 from shared.domain.receipts import Receipt
 from shared.domain.replays import BulkAction, ReplayRequest, ReplayRequestNotFound
+from shared.domain.session_outcomes import SessionOutcome
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.ports import DeadLetter, Email, OutgoingMessage, Page
 
@@ -417,6 +418,26 @@ class InMemoryImportProgress:
             if job == job_id and session_id in (None, session):
                 counts[status] = counts.get(status, 0) + 1
         return counts
+
+
+class InMemorySessionOutcomes:
+    """One outcome per (job, session), overwritten when recorded again."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[tuple[str, str], SessionOutcome] = {}
+
+    def record(self, outcome: SessionOutcome) -> None:
+        self.outcomes[(outcome.job_id, outcome.session_id)] = outcome
+
+    def accept(self, outcome: SessionOutcome) -> None:
+        self.outcomes.setdefault((outcome.job_id, outcome.session_id), outcome)
+
+    def get(self, job_id: str, session_id: str) -> SessionOutcome | None:
+        return self.outcomes.get((job_id, session_id))
+
+    def of_job(self, job_id: str) -> list[SessionOutcome]:
+        mine = [o for (job, _), o in self.outcomes.items() if job == job_id]
+        return sorted(mine, key=lambda o: (o.at, o.session_id))
 
 
 class InMemoryImportManifests:

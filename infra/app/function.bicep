@@ -13,8 +13,6 @@ param deploymentContainerName string
 param serviceBusFullyQualifiedNamespace string
 param appInsightsConnectionString string
 param keyVaultUri string
-param purchaseQueueName string
-param importQueueName string
 param replayQueueName string
 param dlqArchiveSchedule string = '0 */5 * * * *'
 param smtpHost string
@@ -23,6 +21,54 @@ param smtpStartTls string
 param receiptEmailFrom string
 param maximumInstanceCount int = 40
 param instanceMemoryMB int = 2048
+
+// Each pipeline's queue setting (docs/pipelines.md; written by `python -m localdev.pipelines`).
+var pipelineQueueSettings = [for pipeline in loadJsonContent('../pipelines.json').pipelines: {
+  name: pipeline.queueSetting
+  value: pipeline.queue
+}]
+
+// The app settings but the pipelines' queue settings.
+var appSettings = [
+  // Host storage and the app's tables, blobs and replay queue (identity-based).
+  { name: 'AzureWebJobsStorage__accountName', value: storageAccountName }
+  { name: 'AzureWebJobsStorage__credential', value: 'managedidentity' }
+  { name: 'AzureWebJobsStorage__clientId', value: identityClientId }
+  // Service Bus triggers and the sender (identity-based).
+  { name: 'ServiceBusConnection__fullyQualifiedNamespace', value: serviceBusFullyQualifiedNamespace }
+  { name: 'ServiceBusConnection__credential', value: 'managedidentity' }
+  { name: 'ServiceBusConnection__clientId', value: identityClientId }
+  // Telemetry with Entra auth (local auth is off); the Python worker exports the app's (docs/telemetry.md).
+  { name: 'APPLICATIONINSIGHTS_CONNECTION_STRING', value: appInsightsConnectionString }
+  { name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING', value: 'ClientId=${identityClientId};Authorization=AAD' }
+  { name: 'PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY', value: 'true' }
+  // Keep every trace (unset, azure-monitor-opentelemetry 1.8 samples 5 traces/s: _default_sampling_ratio); docs/telemetry.md, Sampling.
+  { name: 'OTEL_TRACES_SAMPLER', value: 'microsoft.fixed_percentage' }
+  { name: 'OTEL_TRACES_SAMPLER_ARG', value: '1.0' }
+  // Threads for the synchronous functions: 2 session triggers x maxConcurrentSessions (8) + 4 for HTTP, timer, replay queue (unset: min(32, CPUs + 4)); docs/deploy.md.
+  { name: 'PYTHON_THREADPOOL_THREAD_COUNT', value: '20' }
+  // What the app reads (shared/config.py and the trigger decorators).
+  { name: 'REPLAY_QUEUE_NAME', value: replayQueueName }
+  { name: 'DLQ_ARCHIVE_SCHEDULE', value: dlqArchiveSchedule }
+  { name: 'DLQ_ARCHIVE_MAX_MESSAGES', value: '2000' }
+  { name: 'DLQ_ARCHIVE_MAX_SECONDS', value: '240' }
+  { name: 'DLQ_ARCHIVE_RECEIVE_WAIT_SECONDS', value: '2' }
+  { name: 'REPLAY_MAX_DEQUEUE_COUNT', value: '5' }
+  { name: 'ORDER_TAX_RATE', value: '0.25' }
+  { name: 'ORDER_SHIPPING_FEE', value: '4.95' }
+  { name: 'SMTP_HOST', value: smtpHost }
+  { name: 'SMTP_PORT', value: smtpPort }
+  { name: 'SMTP_STARTTLS', value: smtpStartTls }
+  { name: 'SMTP_USERNAME', value: '@Microsoft.KeyVault(SecretUri=${keyVaultUri}secrets/smtp-username/)' }
+  { name: 'SMTP_PASSWORD', value: '@Microsoft.KeyVault(SecretUri=${keyVaultUri}secrets/smtp-password/)' }
+  { name: 'RECEIPT_EMAIL_FROM', value: receiptEmailFrom }
+  { name: 'PAYMENT_SIMULATOR_DECLINE_TOKENS', value: '' }
+  { name: 'PAYMENT_SIMULATOR_OUTAGE_TOKENS', value: '' }
+  { name: 'TASK_MAX_ATTEMPTS', value: '5' }
+  { name: 'ORDER_NUMBER_BLOCK_SIZE', value: '0' }
+  { name: 'TASK_RETRY_MIN_BACKOFF_SECONDS', value: '1' }
+  { name: 'TASK_RETRY_MAX_BACKOFF_SECONDS', value: '30' }
+]
 
 resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
   name: storageAccountName
@@ -68,48 +114,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
       httpLoggingEnabled: true
       detailedErrorLoggingEnabled: true
       requestTracingEnabled: true
-      appSettings: [
-        // Host storage and the app's tables, blobs and replay queue (identity-based).
-        { name: 'AzureWebJobsStorage__accountName', value: storageAccountName }
-        { name: 'AzureWebJobsStorage__credential', value: 'managedidentity' }
-        { name: 'AzureWebJobsStorage__clientId', value: identityClientId }
-        // Service Bus triggers and the sender (identity-based).
-        { name: 'ServiceBusConnection__fullyQualifiedNamespace', value: serviceBusFullyQualifiedNamespace }
-        { name: 'ServiceBusConnection__credential', value: 'managedidentity' }
-        { name: 'ServiceBusConnection__clientId', value: identityClientId }
-        // Telemetry with Entra auth (local auth is off); the Python worker exports the app's (docs/telemetry.md).
-        { name: 'APPLICATIONINSIGHTS_CONNECTION_STRING', value: appInsightsConnectionString }
-        { name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING', value: 'ClientId=${identityClientId};Authorization=AAD' }
-        { name: 'PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY', value: 'true' }
-        // Keep every trace (unset, azure-monitor-opentelemetry 1.8 samples 5 traces/s: _default_sampling_ratio); docs/telemetry.md, Sampling.
-        { name: 'OTEL_TRACES_SAMPLER', value: 'microsoft.fixed_percentage' }
-        { name: 'OTEL_TRACES_SAMPLER_ARG', value: '1.0' }
-        // Threads for the synchronous functions: 2 session triggers x maxConcurrentSessions (8) + 4 for HTTP, timer, replay queue (unset: min(32, CPUs + 4)); docs/deploy.md.
-        { name: 'PYTHON_THREADPOOL_THREAD_COUNT', value: '20' }
-        // What the app reads (shared/config.py and the trigger decorators).
-        { name: 'PURCHASE_QUEUE_NAME', value: purchaseQueueName }
-        { name: 'IMPORT_QUEUE_NAME', value: importQueueName }
-        { name: 'REPLAY_QUEUE_NAME', value: replayQueueName }
-        { name: 'DLQ_ARCHIVE_SCHEDULE', value: dlqArchiveSchedule }
-        { name: 'DLQ_ARCHIVE_MAX_MESSAGES', value: '2000' }
-        { name: 'DLQ_ARCHIVE_MAX_SECONDS', value: '240' }
-        { name: 'DLQ_ARCHIVE_RECEIVE_WAIT_SECONDS', value: '2' }
-        { name: 'REPLAY_MAX_DEQUEUE_COUNT', value: '5' }
-        { name: 'ORDER_TAX_RATE', value: '0.25' }
-        { name: 'ORDER_SHIPPING_FEE', value: '4.95' }
-        { name: 'SMTP_HOST', value: smtpHost }
-        { name: 'SMTP_PORT', value: smtpPort }
-        { name: 'SMTP_STARTTLS', value: smtpStartTls }
-        { name: 'SMTP_USERNAME', value: '@Microsoft.KeyVault(SecretUri=${keyVaultUri}secrets/smtp-username/)' }
-        { name: 'SMTP_PASSWORD', value: '@Microsoft.KeyVault(SecretUri=${keyVaultUri}secrets/smtp-password/)' }
-        { name: 'RECEIPT_EMAIL_FROM', value: receiptEmailFrom }
-        { name: 'PAYMENT_SIMULATOR_DECLINE_TOKENS', value: '' }
-        { name: 'PAYMENT_SIMULATOR_OUTAGE_TOKENS', value: '' }
-        { name: 'TASK_MAX_ATTEMPTS', value: '5' }
-        { name: 'ORDER_NUMBER_BLOCK_SIZE', value: '0' }
-        { name: 'TASK_RETRY_MIN_BACKOFF_SECONDS', value: '1' }
-        { name: 'TASK_RETRY_MAX_BACKOFF_SECONDS', value: '30' }
-      ]
+      appSettings: concat(pipelineQueueSettings, appSettings)
     }
     functionAppConfig: {
       deployment: {

@@ -30,6 +30,7 @@ from .storage_requests import StorageRequestCounter
 from .table_audit import AUDIT_TABLE
 from .table_confirmations import CONFIRMATIONS_TABLE
 from .table_import_manifests import IMPORT_JOBS_TABLE
+from .table_session_outcomes import SESSION_OUTCOMES_TABLE
 
 PRODUCTS_TABLE = "products"
 ORDER_NUMBERS_TABLE = "ordernumbers"
@@ -57,6 +58,7 @@ APP_TABLES = (
     ORDER_PROGRESS_TABLE,
     AUDIT_TABLE,
     CONFIRMATIONS_TABLE,
+    SESSION_OUTCOMES_TABLE,
 )
 APP_CONTAINERS = (RECEIPTS_CONTAINER, DEAD_LETTER_BODIES_CONTAINER)
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .table_order_progress import TableOrderProgress
     from .table_products import TableProductCatalog
     from .table_replay_requests import TableReplayRequests
+    from .table_session_outcomes import TableSessionOutcomes
 
 
 # -- clients -------------------------------------------------------------------------------------
@@ -157,6 +158,12 @@ def import_progress(tables: TableServiceClient) -> TableImportProgress:
     from .table_import_progress import TableImportProgress
 
     return TableImportProgress(tables.get_table_client(IMPORT_PROGRESS_TABLE))
+
+
+def session_outcomes(tables: TableServiceClient) -> TableSessionOutcomes:
+    from .table_session_outcomes import SESSION_OUTCOMES_TABLE, TableSessionOutcomes
+
+    return TableSessionOutcomes(tables.get_table_client(SESSION_OUTCOMES_TABLE))
 
 
 def import_manifests(tables: TableServiceClient) -> TableManifestStore:

@@ -6,24 +6,27 @@ session's order."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .audit import Change, json_diff
 from .envelope import ROUTING_FIELDS, parse_task_message
 from .errors import InvalidInput, MalformedMessage
-from .orders import parse_order
-from .pipelines import PRODUCT_IMPORT, PURCHASE
-from .products import parse_product
 
 EDITED_BODY_MAX_BYTES = 256 * 1024  # a Service Bus standard-tier message
 
+# A pipeline's payload check by the pipeline's name (None: no check is declared for it); a
+# check raises ``InvalidInput`` naming the field.
+PayloadChecks = Callable[[str], Callable[[Mapping[str, Any]], object] | None]
 
-def checked_edit(original: bytes, edited: str, *, field: str) -> tuple[bytes, tuple[Change, ...]]:
+
+def checked_edit(
+    original: bytes, edited: str, *, field: str, payload_checks: PayloadChecks
+) -> tuple[bytes, tuple[Change, ...]]:
     """The body to send instead of ``original`` and what changed (a JSON diff). Raises
     ``InvalidInput`` naming ``field`` (and the part of the body) when the edit is not JSON,
-    not a task message, changes more than the payload, or holds a payload the pipeline
-    refuses (an order ``parse_order`` rejects, a product row ``parse_product`` rejects)."""
+    not a task message, changes more than the payload, or holds a payload its pipeline's
+    check (``payload_checks``) refuses."""
     encoded = edited.encode("utf-8", errors="surrogatepass")
     if len(encoded) > EDITED_BODY_MAX_BYTES:
         raise InvalidInput(field, f"must be at most {EDITED_BODY_MAX_BYTES} bytes")
@@ -42,11 +45,10 @@ def checked_edit(original: bytes, edited: str, *, field: str) -> tuple[bytes, tu
                     f"{field}.{name}",
                     f"must stay {before.get(name)!r}: only the payload may change",
                 )
+    check = payload_checks(message.pipeline)
     try:
-        if message.pipeline == PURCHASE:
-            parse_order(message.payload)
-        elif message.pipeline == PRODUCT_IMPORT:
-            parse_product(message.payload)
+        if check is not None:
+            check(message.payload)
     except InvalidInput as error:
         raise InvalidInput(f"{field}.payload.{error.field}", error.problem) from error
     if before is None:  # an unreadable body is replaced whole; the audit keeps its text

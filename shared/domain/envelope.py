@@ -2,7 +2,7 @@
 
 Body::
 
-    {"job_id": "...", "pipeline": "purchase", "task": "ProcessPayment",
+    {"job_id": "...", "pipeline": "<its pipeline>", "task": "ProcessPayment",
      "step": 3, "is_last": false, "payload": {...}}
 
 Parsing is strict: anything but exactly that shape raises ``MalformedMessage`` naming the field.

@@ -1,4 +1,6 @@
-"""The two pipelines and how a job becomes the ordered messages of one session."""
+"""The purchase's and the import's names and task names, the failure policies, and how a job
+becomes the ordered messages of one session. Each pipeline is declared once, with its queue
+setting and its policy, in ``shared.service_layer.pipelines``."""
 
 from __future__ import annotations
 
@@ -33,19 +35,6 @@ class FailurePolicy(enum.Enum):
 
     STOP_ON_FAILURE = "stop-on-failure"  # nothing after a failed task may run
     CONTINUE_ON_FAILURE = "continue-on-failure"  # the failed message is set aside, the rest run
-
-
-def failure_policy(pipeline: str | None) -> FailurePolicy:
-    """A purchase stops at its first failure, so every later message of the session is
-    dead-lettered too; an import row that fails is set aside and the rest of the session goes
-    on. An unknown pipeline stops: the careful choice."""
-    if pipeline == PRODUCT_IMPORT:
-        return FailurePolicy.CONTINUE_ON_FAILURE
-    return FailurePolicy.STOP_ON_FAILURE
-
-
-def stops_on_failure(pipeline: str | None) -> bool:
-    return failure_policy(pipeline) is FailurePolicy.STOP_ON_FAILURE
 
 
 def purchase_messages(job_id: str, order: Order) -> list[TaskMessage]:

@@ -39,5 +39,6 @@ def overview_view(overview: Overview) -> dict[str, Any]:
         "replayed_sessions": overview.replayed,
         "resolved_sessions": overview.resolved,
         "dead_letters_waiting": overview.waiting,
+        "pipelines": [asdict(counts) for counts in overview.pipelines],
         "failure_groups": [asdict(group) for group in overview.groups],
     }

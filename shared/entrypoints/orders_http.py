@@ -8,6 +8,7 @@ import logging
 import azure.functions as func
 
 from ..bootstrap import container
+from ..domain.pipelines import PURCHASE
 from ..service_layer.orders import submit_order
 from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import header_key, json_body, route_value
@@ -33,7 +34,7 @@ def submit_order_http(req: func.HttpRequest) -> func.HttpResponse:
     order = submit_order(
         document,
         sender=c.task_sender,
-        queue_name=c.settings.purchase_queue_name,
+        queue_name=c.settings.queue_of(PURCHASE),
         idempotency_key=key,
         requests=c.idempotent_requests,
         progress=c.order_progress,

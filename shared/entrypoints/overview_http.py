@@ -18,4 +18,7 @@ bp = func.Blueprint()
 def get_overview(req: func.HttpRequest) -> func.HttpResponse:
     """What the console's front page shows, as JSON."""
     c = container()
-    return json_response(200, overview_view(overview(c.overview_sources, c.session_queues)))
+    return json_response(
+        200,
+        overview_view(overview(c.overview_sources, c.session_queues, pipelines=c.settings.queues)),
+    )

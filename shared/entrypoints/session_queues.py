@@ -1,5 +1,6 @@
-"""The Service Bus triggers of the pipelines' session queues: one function per pipeline, each
-session-enabled on the queue its app setting names and settled by the app (autoComplete off).
+"""The Service Bus triggers of the pipelines' session queues: one function per declared
+pipeline (``shared.service_layer.pipelines``), each session-enabled on the queue its app setting
+names and settled by the app (autoComplete off).
 
 The host indexes each as a function of its own (``function_name``); the worker reads the
 SDK-type binding from the annotations of the function ``session_queue_trigger`` defines, and
@@ -16,6 +17,7 @@ import azurefunctions.extensions.bindings.servicebus as servicebus
 
 from ..bootstrap import Container, container
 from ..config import Settings
+from ..service_layer.pipelines import Pipeline, registry
 from ..service_layer.processor import SessionProcessor
 from .session_tasks import handle_session_message
 
@@ -64,15 +66,15 @@ def session_queue_trigger(
     return session_task
 
 
-purchase_tasks = session_queue_trigger(
-    "purchase_tasks",
-    "PURCHASE_QUEUE_NAME",
-    lambda s: s.purchase_queue_name,
-    lambda c: c.purchase_processor,
-)
-product_import_tasks = session_queue_trigger(
-    "product_import_tasks",
-    "IMPORT_QUEUE_NAME",
-    lambda s: s.import_queue_name,
-    lambda c: c.import_processor,
-)
+def pipeline_trigger(pipeline: Pipeline) -> SessionTrigger:
+    """The session trigger of a declared pipeline, named ``<pipeline>_tasks``."""
+    return session_queue_trigger(
+        pipeline.function_name,
+        pipeline.queue_setting,
+        lambda settings: settings.queue_of(pipeline.name),
+        lambda c: c.processor(pipeline.name),
+    )
+
+
+# The trigger of each declared pipeline, by the pipeline's name.
+TRIGGERS: dict[str, SessionTrigger] = {p.name: pipeline_trigger(p) for p in registry()}

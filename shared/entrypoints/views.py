@@ -12,9 +12,9 @@ import azure.functions as func
 
 from ..domain.archive import ArchivedMessage, FailedSession
 from ..domain.order_status import OrderStatus
-from ..domain.pipelines import PRODUCT_IMPORT
 from ..domain.replays import ReplayRequest
 from ..service_layer.orders import SubmittedOrder
+from ..service_layer.pipelines import registry
 from ..service_layer.replay import ReplayResult
 from .http import url_for
 
@@ -74,17 +74,22 @@ def replay_view(req: func.HttpRequest, result: ReplayResult) -> dict[str, Any]:
 
 
 def replay_status_url(req: func.HttpRequest, result: ReplayResult) -> str:
-    """Where the replayed work can be followed: the order, or the import job, whose messages
-    the new session carries (the failed session's view when the archive names no job)."""
-    if result.job_id is None:
+    """Where the replayed work can be followed: the job whose messages the new session
+    carries, at its pipeline's declared route (the failed session's view when the archive
+    names no job, or the pipeline declares no route)."""
+    pipeline = registry().find(result.pipeline)
+    if result.job_id is None or pipeline is None or pipeline.route is None:
         return failed_session_url(req, result.session_id)
-    if result.pipeline == PRODUCT_IMPORT:
-        return url_for(req, f"imports/{_segment(result.job_id)}")
-    return order_url(req, result.job_id)
+    return job_url(req, pipeline.route, result.job_id)
+
+
+def job_url(req: func.HttpRequest, route: str, job_id: str) -> str:
+    """``GET /api/<route>/{job_id}``: where a job of the pipeline declared at ``route`` stands."""
+    return url_for(req, f"{route}/{_segment(job_id)}")
 
 
 def order_url(req: func.HttpRequest, job_id: str) -> str:
-    return url_for(req, f"orders/{_segment(job_id)}")
+    return job_url(req, "orders", job_id)
 
 
 def failed_session_url(req: func.HttpRequest, session_id: str) -> str:

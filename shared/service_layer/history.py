@@ -7,15 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..domain.archive import RESOLVE, ReplayClaim, SessionNotArchived, pipeline_of
+from ..domain.archive import RESOLVE, ReplayClaim, SessionNotArchived
 from ..domain.audit import AuditEntry
 from ..domain.history import Outcome, ReplayOutcome
-from ..domain.order_status import COMPLETED, FAILED
-from ..domain.pipelines import PRODUCT_IMPORT, PURCHASE_TASKS
-from ..domain.reasons import SESSION_FAILED
-from .observers import ROW_FAILED
+from ..domain.session_outcomes import COMPLETED
 from .operator_ports import AuditTrail
-from .ports import DeadLetterArchive, ImportProgress, OrderProgress
+from .ports import DeadLetterArchive, SessionOutcomes
 
 MAX_CHAIN = 20  # replays of replays followed, at most
 
@@ -37,10 +34,10 @@ class SessionHistory:
 
 @dataclass(frozen=True)
 class Progress:
-    """Where the outcomes of replayed work are recorded."""
+    """Where the outcomes of replayed work are recorded: how each session ended, as the
+    processor records it for every pipeline."""
 
-    orders: OrderProgress
-    imports: ImportProgress
+    sessions: SessionOutcomes
 
 
 def session_history(
@@ -99,25 +96,14 @@ def _outcome(
         pass
     else:
         return "failed again", again.reason
-    rows = archive.list_session(session_id)
+    rows = archive.list_session(session_id, bodies=False)
     job_id = next((row.job_id for row in rows if row.job_id), None)
-    if job_id is None:
+    ended = progress.sessions.get(job_id, new_session_id) if job_id else None
+    if ended is None:
         return "in progress", None
-    if pipeline_of(rows) == PRODUCT_IMPORT:
-        # A replayed row's outcome overwrites its original's (recorded under the original
-        # session): once none of them is failed, the replay imported them all.
-        counts = progress.imports.counts(job_id, session_id=session_id)
-        return ("in progress" if counts.get(ROW_FAILED) else "completed"), None
-    record = progress.orders.get(job_id)
-    steps = record.steps if record else ()
-    mine = [s for s in steps if s.session_id == new_session_id]
-    failed = [s for s in mine if s.status == FAILED and s.reason != SESSION_FAILED]
-    if failed:
-        return "failed again", failed[0].reason
-    done = {s.step for s in steps if s.status == COMPLETED}
-    if len(PURCHASE_TASKS) in done and mine:
+    if ended.status == COMPLETED:
         return "completed", None
-    return "in progress", None
+    return "failed again", ended.reason
 
 
 def _who(entries: list[AuditEntry], claim: ReplayClaim) -> str:

@@ -16,6 +16,7 @@ from ..domain.errors import InvalidInput
 from .clock import Clock, utc_now
 from .idempotency import IdempotentRequests
 from .operator_ports import AuditTrail
+from .pipelines import registry
 from .ports import DeadLetterArchive, MessageResender, SessionSeeder
 from .replay import ReplayResult, replay_session
 
@@ -79,7 +80,12 @@ def edit_and_replay(
         row = rows.get(row_key)
         if row is None:
             raise InvalidInput(f"messages[{row_key}]", "is not a message of this session")
-        body, changes = checked_edit(row.body, text, field=f"messages[{row_key}].body")
+        body, changes = checked_edit(
+            row.body,
+            text,
+            field=f"messages[{row_key}].body",
+            payload_checks=registry().payload_check,
+        )
         if changes:
             bodies[row_key] = body
             edits.append(MessageEdit(row_key, row.step, row.task, changes))

@@ -20,10 +20,10 @@ from .idempotency import IdempotentRequests
 from .operator_ports import AuditTrail
 from .ports import (
     DeadLetterArchive,
-    ImportProgress,
     OrderNumbers,
     OrderProgress,
     PaymentGateway,
+    SessionOutcomes,
     TaskSender,
 )
 
@@ -107,7 +107,7 @@ class OrderLookup:
     payments: PaymentGateway
     archive: DeadLetterArchive
     audit: AuditTrail
-    imports: ImportProgress
+    sessions: SessionOutcomes
 
     def status(self, job_id: str) -> OrderStatus:
         """Where the order stands (``shared.domain.order_status``), with the replays of its
@@ -132,9 +132,7 @@ class OrderLookup:
         )
         if claim is None:
             return status
-        chain = replay_chain(
-            self.archive, self.audit, Progress(self.progress, self.imports), session_id
-        )
+        chain = replay_chain(self.archive, self.audit, Progress(self.sessions), session_id)
         return replace(status, replays=tuple(chain))
 
     def find(self, reference: str) -> OrderStatus:

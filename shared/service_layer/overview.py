@@ -1,12 +1,12 @@
 """The console's front page in one read: orders in flight and completed, import jobs still
-running, failed sessions by group, how many were replayed or resolved, and the dead letters
-still waiting for the archive timer in each session queue."""
+running, failed sessions by group, how many were replayed or resolved, each declared pipeline
+with its queue, its failed sessions and its dead letters still waiting for the archive timer."""
 
 from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -32,6 +32,14 @@ class Orders:
 
 
 @dataclass(frozen=True)
+class PipelineCounts:
+    pipeline: str
+    queue: str
+    failed: int  # failed sessions not replayed or resolved
+    waiting: int  # dead letters not archived yet (at most WAITING_COUNT_MAX)
+
+
+@dataclass(frozen=True)
 class Overview:
     orders: Orders
     imports: list[ImportJobStatus]  # jobs whose rows are not all imported or failed yet
@@ -40,6 +48,7 @@ class Overview:
     replayed: int
     resolved: int
     waiting: dict[str, int]  # queue -> dead letters not archived yet (at most WAITING_COUNT_MAX)
+    pipelines: list[PipelineCounts]  # each declared pipeline, in the registry's order
 
 
 @dataclass(frozen=True)
@@ -53,26 +62,44 @@ class Sources:
     imports: ImportProgress
 
 
-def overview(sources: Sources, queues: Sequence[str]) -> Overview:
-    """Each source read once, the reads side by side (each is a round trip or a few to a
+def overview(
+    sources: Sources, queues: Sequence[str], *, pipelines: Mapping[str, str] | None = None
+) -> Overview:
+    """``queues``: the session queues whose waiting dead letters are counted; ``pipelines``:
+    each declared pipeline's queue, by the pipeline's name (``Settings.queues``).
+
+    Each source is read once, the reads side by side (each is a round trip or a few to a
     different table or queue), so the page takes as long as its slowest read, not their sum.
     A read that fails fails the overview with its error."""
-    with ThreadPoolExecutor(max_workers=3 + len(queues), thread_name_prefix="overview") as pool:
+    declared = dict(pipelines or {})
+    counted = list(dict.fromkeys([*queues, *declared.values()]))
+    with ThreadPoolExecutor(max_workers=3 + len(counted), thread_name_prefix="overview") as pool:
         orders = pool.submit(count_orders, sources.orders)
         imports = pool.submit(imports_in_progress, sources.manifests, sources.imports)
         by_status = pool.submit(group_by_status, sources.archive)
-        waiting = {
-            q: pool.submit(sources.counter.waiting, q, up_to=WAITING_COUNT_MAX) for q in queues
+        waiting_of = {
+            q: pool.submit(sources.counter.waiting, q, up_to=WAITING_COUNT_MAX) for q in counted
         }
         groups = by_status.result()
+        failed = groups.get(FAILED, [])
+        waiting = {q: count.result() for q, count in waiting_of.items()}
         return Overview(
             orders=orders.result(),
             imports=imports.result(),
-            groups=groups.get(FAILED, []),
+            groups=failed,
             failed=_sessions(groups, FAILED),
             replayed=_sessions(groups, REPLAYED),
             resolved=_sessions(groups, RESOLVED),
-            waiting={q: count.result() for q, count in waiting.items()},
+            waiting={q: waiting[q] for q in queues},
+            pipelines=[
+                PipelineCounts(
+                    pipeline=name,
+                    queue=queue,
+                    failed=sum(g.sessions for g in failed if g.queue == queue),
+                    waiting=waiting[queue],
+                )
+                for name, queue in declared.items()
+            ],
         )
 
 

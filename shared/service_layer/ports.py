@@ -27,6 +27,7 @@ from ..domain.payments import Charge
 from ..domain.products import Product
 from ..domain.receipts import Receipt
 from ..domain.replays import ReplayRequest
+from ..domain.session_outcomes import SessionOutcome
 
 
 class SessionActions(Protocol):
@@ -302,4 +303,22 @@ class ImportManifests(Protocol):
 
     def list_manifests(self, *, up_to: int) -> list[JobManifest]:
         """The saved manifests, at most ``up_to`` of them (in no particular order)."""
+        ...
+
+
+class SessionOutcomes(Protocol):
+    """How each session ended (``SessionOutcome``), recorded by the processor for every
+    pipeline; one per session, overwritten when recorded again."""
+
+    def record(self, outcome: SessionOutcome) -> None: ...
+
+    def accept(self, outcome: SessionOutcome) -> None:
+        """Record a session just sent, unless it already ended (a fast processor may finish
+        it before its sender gets here): never overwrites."""
+        ...
+
+    def get(self, job_id: str, session_id: str) -> SessionOutcome | None: ...
+
+    def of_job(self, job_id: str) -> list[SessionOutcome]:
+        """Every recorded session of the job, oldest first; empty when none ended yet."""
         ...

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from ..domain.envelope import TaskMessage, parse_task_message, routing_hint
 from ..domain.errors import MalformedMessage, TaskFailed
-from ..domain.pipelines import FailurePolicy, failure_policy
+from ..domain.pipelines import FailurePolicy
 from ..domain.reasons import (
     CORRUPT_SESSION_STATE,
     MALFORMED_MESSAGE,
@@ -25,7 +25,8 @@ from ..domain.reasons import (
 from ..domain.retries import RetryPolicy
 from ..domain.session_state import CorruptSessionState, Failure, SessionState, decode_session_state
 from .clock import Clock, utc_now
-from .ports import FailureJournal, SessionActions
+from .pipelines import registry
+from .ports import FailureJournal, SessionActions, SessionOutcomes
 from .session_endings import Ending, SessionEndings
 from .session_messages import IncomingMessage, Observer, Outcome, Result, Task, TaskInvocation
 
@@ -50,14 +51,23 @@ class SessionProcessor:
         clock: Clock = utc_now,
         journal: FailureJournal | None = None,
         observer: Observer | None = None,
+        outcomes: SessionOutcomes | None = None,
     ) -> None:
-        """``policy`` defaults to the pipeline's own (``failure_policy``)."""
+        """``policy`` defaults to the pipeline's declared one (``registry``); ``outcomes``
+        records how each session ended, at its last message."""
         self.pipeline = pipeline
         self.tasks = dict(tasks)
-        self.policy = policy or failure_policy(pipeline)
+        self.policy = policy or registry().policy(pipeline)
         self.retry = retry or RetryPolicy()
         self._clock = clock
-        self._endings = SessionEndings(sleep=sleep, journal=journal, observer=observer)
+        self._endings = SessionEndings(
+            sleep=sleep,
+            journal=journal,
+            observer=observer,
+            pipeline=pipeline,
+            outcomes=outcomes,
+            clock=clock,
+        )
 
     def handle(self, incoming: IncomingMessage, actions: SessionActions) -> Result:
         """Decide, write the state, settle the message through ``actions``."""
@@ -201,7 +211,8 @@ class SessionProcessor:
                 f"Not run: the session failed at step {failure.step} ({failure.task}) "
                 f"with {failure.reason}: {failure.description}"
             )
-        return self._dead_letter(message, None, SESSION_FAILED, description)
+        ending = self._dead_letter(message, None, SESSION_FAILED, description)
+        return replace(ending, session_reason=failure.reason if failure else None)
 
     def _malformed(
         self, incoming: IncomingMessage, state: SessionState | None, error: MalformedMessage

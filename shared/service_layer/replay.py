@@ -30,11 +30,12 @@ from ..domain.archive import (
 from ..domain.envelope import marked_last
 from ..domain.errors import InvalidInput
 from ..domain.idempotency import fingerprint
-from ..domain.pipelines import stops_on_failure
+from ..domain.pipelines import FailurePolicy
 from ..domain.session_state import SessionState
 from ..telemetry.operations import count_replayed, operation_span
 from .clock import Clock, utc_now
 from .idempotency import IdempotentRequests
+from .pipelines import registry
 from .ports import DeadLetterArchive, MessageResender, OutgoingMessage, SessionSeeder
 
 logger = logging.getLogger(__name__)
@@ -112,7 +113,7 @@ def _replay(
     if not rows:
         raise SessionNotArchived(session_id)
     pipeline = pipeline_of(rows)
-    whole_session = stops_on_failure(pipeline)
+    whole_session = registry().policy(pipeline) is FailurePolicy.STOP_ON_FAILURE
     if whole_session and not force and not any(row.is_last for row in rows):
         raise ReplayIncomplete(session_id, len(rows))
     new_session_id = replay_session_id(session_id, idempotency_key)

@@ -1,6 +1,6 @@
 """Carrying out the processor's decision about one message, in the order that keeps every
-crash point safe: the observer and the journal are told, the state is written, and only then
-is the message settled."""
+crash point safe: the journal, the session outcomes and the observer are told, the state is
+written, and only then is the message settled."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from dataclasses import dataclass
 
 from ..domain.archive import FailureRecord
 from ..domain.envelope import TaskMessage
+from ..domain.session_outcomes import COMPLETED, FAILED, SessionOutcome
 from ..domain.session_state import SessionState
-from .ports import FailureJournal, SessionActions
+from .clock import Clock, utc_now
+from .ports import FailureJournal, SessionActions, SessionOutcomes
 from .session_messages import IncomingMessage, Observer, Outcome, Result
 
 logger = logging.getLogger("shared.service_layer.processor")
@@ -33,6 +35,8 @@ class Ending:
     backoff: float = 0.0
     first_failure: bool = False
     attempt: int | None = None  # the task's attempt, when it ran
+    # The session's first failure's reason, when the state that holds it is left as it is.
+    session_reason: str | None = None
 
 
 class SessionEndings:
@@ -42,10 +46,16 @@ class SessionEndings:
         sleep: Callable[[float], None],
         journal: FailureJournal | None = None,
         observer: Observer | None = None,
+        pipeline: str = "",
+        outcomes: SessionOutcomes | None = None,
+        clock: Clock = utc_now,
     ) -> None:
         self._sleep = sleep
         self._journal = journal
         self._observer = observer
+        self._pipeline = pipeline
+        self._outcomes = outcomes
+        self._clock = clock
 
     def carry_out(
         self,
@@ -109,6 +119,8 @@ class SessionEndings:
                     context=dict(state.context),
                 ),
             )
+        if self._outcomes is not None and ending.is_last:
+            self._record_outcome(ending, incoming)
         if self._observer is not None:
             self._observer(incoming, ending.message, ending.outcome, ending.reason)
         message = ending.message
@@ -120,6 +132,31 @@ class SessionEndings:
             message.step if message else "?",
             ending.outcome.value,
             f" reason={ending.reason}" if ending.reason else "",
+        )
+
+    def _record_outcome(self, ending: Ending, incoming: IncomingMessage) -> None:
+        """How the session ended, at its last message: failed when this message or an
+        earlier one was dead-lettered (the first failure's reason), else completed. A
+        redelivery of a finished last message records nothing: its first run did."""
+        if ending.outcome is Outcome.ALREADY_DONE or self._outcomes is None:
+            return
+        message = ending.message
+        job_id = message.job_id if message else incoming.application_properties.get("job_id")
+        if not isinstance(job_id, str) or not job_id:
+            return  # a message that names no job cannot be placed
+        state = ending.state
+        first = (state.failure or state.skipped) if state is not None else None
+        failed = first is not None or ending.outcome is Outcome.DEAD_LETTERED
+        reason = first.reason if first else ending.session_reason or ending.reason
+        self._outcomes.record(
+            SessionOutcome(
+                job_id=job_id,
+                session_id=incoming.session_id,
+                pipeline=self._pipeline,
+                status=FAILED if failed else COMPLETED,
+                at=self._clock().isoformat(),
+                reason=reason if failed else None,
+            )
         )
 
 

@@ -188,20 +188,22 @@ def twins() -> Iterator[Twins]:
         InMemoryOrderProgress(),
     )
     twins.container.override(
-        purchase_processor=SessionProcessor(
-            pipeline=PURCHASE,
-            tasks={"First": _ok, "Second": _ok, "Declined": _declined, "Flaky": _provider_down},
-            policy=FailurePolicy.STOP_ON_FAILURE,
-            retry=retry,
-            sleep=lambda _: None,
-        ),
-        import_processor=SessionProcessor(
-            pipeline=PRODUCT_IMPORT,
-            tasks={"ImportProduct": _ok},
-            policy=FailurePolicy.CONTINUE_ON_FAILURE,
-            retry=retry,
-            sleep=lambda _: None,
-        ),
+        processors={
+            PURCHASE: SessionProcessor(
+                pipeline=PURCHASE,
+                tasks={"First": _ok, "Second": _ok, "Declined": _declined, "Flaky": _provider_down},
+                policy=FailurePolicy.STOP_ON_FAILURE,
+                retry=retry,
+                sleep=lambda _: None,
+            ),
+            PRODUCT_IMPORT: SessionProcessor(
+                pipeline=PRODUCT_IMPORT,
+                tasks={"ImportProduct": _ok},
+                policy=FailurePolicy.CONTINUE_ON_FAILURE,
+                retry=retry,
+                sleep=lambda _: None,
+            ),
+        },
         task_sender=twins.sender,
         idempotency_records=twins.idempotency,
         order_progress=twins.orders,

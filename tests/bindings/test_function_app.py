@@ -9,6 +9,7 @@ from typing import Any
 import azure.functions as func
 
 from function_app import app
+from shared.service_layer.pipelines import registry
 
 # get_functions() indexes the app, and indexing twice fails on "duplicate" names: once here.
 FUNCTIONS = {
@@ -69,15 +70,52 @@ CONSOLE_ROUTES = {
 }
 
 
+# name -> (route, methods) of the start and status routes of each declared pipeline that has a
+# route and no module of its own (shared/entrypoints/pipeline_http.py).
+PIPELINE_ROUTES = {
+    name: value
+    for p in registry()
+    if p.route is not None and not p.own_routes
+    for name, value in (
+        (f"start_{p.name}", (f"api/{p.route}", ["POST"])),
+        (f"get_{p.name}_job", (f"api/{p.route}/{{job_id}}", ["GET"])),
+    )
+}
+
+
 def test_the_app_has_every_blueprint_registered() -> None:
     assert set(_functions()) == {
         *HTTP_ROUTES,
+        *PIPELINE_ROUTES,
         *CONSOLE_ROUTES,
         "purchase_tasks",
         "product_import_tasks",
+        *(p.function_name for p in registry()),
         "archive_dead_letters",
         "replay_requests",
     }
+
+
+def test_each_declared_route_is_served_so_a_replays_status_url_answers() -> None:
+    served = {
+        (trigger["route"], method)
+        for function in _functions().values()
+        for trigger in function["bindings"]
+        if trigger["type"] == "httpTrigger"
+        for method in trigger["methods"]
+    }
+    for pipeline in registry():
+        if pipeline.route is not None:
+            assert (f"api/{pipeline.route}/{{job_id}}", "GET") in served, pipeline.name
+
+
+def test_each_declared_pipeline_has_a_session_trigger_on_its_queue_setting() -> None:
+    for pipeline in registry():
+        trigger = _trigger(pipeline.function_name)
+        assert trigger["type"] == "serviceBusTrigger"
+        assert trigger["queueName"] == f"%{pipeline.queue_setting}%"
+        assert trigger["connection"] == "ServiceBusConnection"
+        assert (trigger["isSessionsEnabled"], trigger["autoCompleteMessages"]) == (True, False)
 
 
 def test_the_service_bus_triggers_take_sessions_and_leave_settlement_to_the_app() -> None:
@@ -119,7 +157,7 @@ def test_orders_is_a_function_key_post_only_route() -> None:
 
 
 def test_every_http_function_is_a_function_key_route_with_its_methods() -> None:
-    for name, (route, methods) in HTTP_ROUTES.items():
+    for name, (route, methods) in {**HTTP_ROUTES, **PIPELINE_ROUTES}.items():
         trigger = _trigger(name)
         assert trigger["type"] == "httpTrigger", name
         assert (trigger["route"], trigger["methods"]) == (route, methods), name

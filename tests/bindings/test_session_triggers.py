@@ -23,13 +23,12 @@ from azurefunctions.extensions.bindings.servicebus.serviceBusMessageActions impo
 from shared.domain.envelope import TaskMessage
 from shared.domain.pipelines import PRODUCT_IMPORT, PURCHASE
 from shared.entrypoints.servicebus_actions import FunctionSessionActions, incoming_message
-from shared.entrypoints.session_queues import (
-    SessionTrigger,
-    product_import_tasks,
-    purchase_tasks,
-)
+from shared.entrypoints.session_queues import TRIGGERS, SessionTrigger
 
 from .conftest import RecordingSettlement, Twins, received_message
+
+purchase_tasks = TRIGGERS[PURCHASE]
+product_import_tasks = TRIGGERS[PRODUCT_IMPORT]
 
 SESSION = "job-1"
 

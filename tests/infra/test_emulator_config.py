@@ -16,21 +16,23 @@ def _emulator_queues() -> dict[str, dict]:
     return {q["Name"]: q["Properties"] for q in namespace["Queues"]}
 
 
-def _infra_default(param: str) -> str:
+def _infra_pipelines() -> list[dict[str, str]]:
+    """The pipelines' queues infra creates (main.bicep reads infra/pipelines.json)."""
     main = (INFRA / "main.bicep").read_text()
-    match = re.search(rf"^param {param} string = '([^']+)'", main, re.MULTILINE)
-    assert match, param
-    return match.group(1)
+    assert "loadJsonContent('pipelines.json').pipelines" in main
+    assert "queueNames: [for pipeline in pipelines: pipeline.queue]" in main
+    return list(json.loads((INFRA / "pipelines.json").read_text())["pipelines"])
 
 
 def test_emulator_queues_are_infra_queues() -> None:
-    expected = {_infra_default("purchaseQueueName"), _infra_default("importQueueName")}
+    expected = {p["queue"] for p in _infra_pipelines()}
     assert set(_emulator_queues()) == expected
 
 
 def test_emulator_queues_match_the_local_settings_example() -> None:
     values = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
-    assert {values["PURCHASE_QUEUE_NAME"], values["IMPORT_QUEUE_NAME"]} == set(_emulator_queues())
+    settings = [p["queueSetting"] for p in _infra_pipelines()]
+    assert {values[setting] for setting in settings} == set(_emulator_queues())
 
 
 def test_emulator_queue_properties_match_infra() -> None:

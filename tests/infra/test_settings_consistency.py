@@ -3,7 +3,9 @@ local.settings.json.example and the docs.
 
 What the code reads is found by parsing the sources, not by a list kept here:
 - ``env.<kind>("NAME", ...)`` calls (shared/config.py's reader) and ``os.environ``/``os.getenv``;
-- ``%NAME%`` references in binding arguments (``queue_name="%PURCHASE_QUEUE_NAME%"``);
+- ``%NAME%`` references in binding arguments (``queue_name="%REPLAY_QUEUE_NAME%"``);
+- each declared pipeline's queue setting (``shared.service_layer.pipelines``: its session
+  trigger's ``%NAME%`` and the settings read it from the declaration);
 - connections: ``connection="..."`` arguments and the ``*_CONNECTION = "..."`` constants, with
   the ``f"{name}__suffix"`` parts the config reads (``__fullyQualifiedNamespace``, ...).
 """
@@ -16,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 
 import pytest
+
+from shared.service_layer.pipelines import registry
 
 from .conftest import INFRA, ROOT
 
@@ -83,14 +87,22 @@ def scan_code() -> CodeSettings:
                     text = _const_str(part)
                     if text and (m := re.fullmatch(r"__(\w+)", text)):
                         found.connection_suffixes.add(m.group(1))
+    found.names.update(pipeline.queue_setting for pipeline in registry())
     return found
 
 
 def infra_settings() -> set[str]:
+    """function.bicep's app settings: its ``appSettings`` list, and the pipelines' queue
+    settings it reads from infra/pipelines.json (``pipelineQueueSettings``)."""
     text = (INFRA / "app" / "function.bicep").read_text()
-    block = re.search(r"appSettings: \[(.*?)\n\s*\]", text, re.DOTALL)
-    assert block, "function.bicep has no siteConfig.appSettings block"
-    return set(re.findall(r"\{ name: '([^']+)', value:", block.group(1)))
+    assert "appSettings: concat(pipelineQueueSettings, appSettings)" in text
+    assert "loadJsonContent('../pipelines.json').pipelines" in text
+    block = re.search(r"^var appSettings = \[(.*?)\n\]", text, re.DOTALL | re.MULTILINE)
+    assert block, "function.bicep has no appSettings list"
+    pipelines = json.loads((INFRA / "pipelines.json").read_text())["pipelines"]
+    return set(re.findall(r"\{ name: '([^']+)', value:", block.group(1))) | {
+        p["queueSetting"] for p in pipelines
+    }
 
 
 def local_example_settings() -> set[str]:

@@ -42,7 +42,7 @@ from shared.domain.archive import (
     replay_session_id,
 )
 from shared.domain.envelope import TaskMessage, parse_task_message
-from shared.domain.pipelines import IMPORT_PRODUCT, PRODUCT_IMPORT, import_message
+from shared.domain.pipelines import IMPORT_PRODUCT, PRODUCT_IMPORT, PURCHASE, import_message
 from shared.domain.products import Product
 from shared.domain.session_state import decode_session_state
 from shared.entrypoints.failed_sessions_http import get_failed_session, replay_failed_session
@@ -51,6 +51,7 @@ from shared.entrypoints.replays import get_replay, replay_requests, request_repl
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.import_tasks import import_product
 from shared.service_layer.orders import submit_order
+from shared.service_layer.pipelines import registry
 from shared.service_layer.processor import FailurePolicy, Outcome, SessionProcessor
 from shared.service_layer.replay import replay_session
 from tests.builders import order_document
@@ -94,8 +95,8 @@ def app_environ(
         queues=[replay_queue],
     )
     yield {
+        **{p.queue_setting: p.default_queue for p in registry()},  # every pipeline's queue
         "PURCHASE_QUEUE_NAME": session_queue,
-        "IMPORT_QUEUE_NAME": "product-import-tasks",
         "REPLAY_QUEUE_NAME": replay_queue,
         "ServiceBusConnection": servicebus_connection_string,
         "AzureWebJobsStorage": azurite_connection_string,
@@ -654,7 +655,7 @@ def test_an_import_session_with_bad_rows_is_replayed_without_force_and_closes_it
     seeded = decode_session_state(get_session_state(servicebus_client, session_queue, new_session))
     assert seeded is not None and seeded.next_step == 3
 
-    resumed = session_runner.run(session_queue, new_session, container.import_processor)
+    resumed = session_runner.run(session_queue, new_session, container.processor(PRODUCT_IMPORT))
 
     assert outcomes(resumed) == [Outcome.COMPLETED] * 2
     assert sorted(catalog.find([skus[2], skus[6]])) == sorted([skus[2], skus[6]])
@@ -728,7 +729,7 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
         queue_name=session_queue,
     )
 
-    failed = session_runner.run(session_queue, order.session_id, during_outage.purchase_processor)
+    failed = session_runner.run(session_queue, order.session_id, during_outage.processor(PURCHASE))
 
     assert outcomes(failed) == [
         Outcome.COMPLETED,  # GenerateOrderNumber
@@ -762,7 +763,7 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
         202,
     )
     resumed = session_runner.run(
-        session_queue, accepted["new_session_id"], provider_back.purchase_processor
+        session_queue, accepted["new_session_id"], provider_back.processor(PURCHASE)
     )
 
     assert outcomes(resumed) == [Outcome.COMPLETED] * 3

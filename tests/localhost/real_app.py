@@ -24,6 +24,7 @@ from shared.bootstrap import use_container
 from shared.domain.envelope import TaskMessage
 from shared.domain.orders import parse_order
 from shared.domain.pipelines import import_message
+from shared.service_layer.pipelines import registry
 from tests.builders import order_document
 
 from .conftest import APP_IMPORT_QUEUE, APP_PURCHASE_QUEUE
@@ -96,6 +97,7 @@ def run_app(
         ServiceBusClient.from_connection_string(servicebus_connection_string) as servicebus,
     ):
         app_settings = {
+            **{p.queue_setting: p.default_queue for p in registry()},  # every pipeline's queue
             "AzureWebJobsStorage": azurite_connection_string,
             "ServiceBusConnection": servicebus_connection_string,
             "PURCHASE_QUEUE_NAME": APP_PURCHASE_QUEUE,

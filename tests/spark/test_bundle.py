@@ -5,6 +5,7 @@ resource; it refuses a field a job does not have, at any depth)."""
 from __future__ import annotations
 
 import glob
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -13,6 +14,8 @@ from typing import Any
 import pytest
 import yaml
 from databricks.bundles import jobs
+
+from shared.domain.pipelines import PRODUCT_IMPORT
 
 BUNDLE = Path(__file__).resolve().parents[2] / "spark_jobs"
 
@@ -132,15 +135,15 @@ def test_the_namespace_and_the_storage_account_must_be_given_at_deploy() -> None
 
 @pytest.mark.parametrize("target", ["dev", "prod"])
 def test_the_job_sends_to_the_import_queue_that_infra_creates(target: str) -> None:
-    main_bicep = (BUNDLE.parent / "infra" / "main.bicep").read_text()
-    infra_queue = re.search(r"param importQueueName string = '([^']+)'", main_bicep)
+    # infra/main.bicep creates the queues of infra/pipelines.json
+    pipelines = json.loads((BUNDLE.parent / "infra" / "pipelines.json").read_text())["pipelines"]
+    infra_queue = next(p["queue"] for p in pipelines if p["name"] == PRODUCT_IMPORT)
     bundle = load_bundle(target)
     parameters = bundle["resources"]["jobs"]["product_import"]["tasks"][0]["python_wheel_task"][
         "parameters"
     ]
 
-    assert infra_queue
-    assert parameters[parameters.index("--queue") + 1] == infra_queue.group(1)
+    assert parameters[parameters.index("--queue") + 1] == infra_queue
 
 
 def test_the_job_runs_on_the_current_lts_whose_spark_minor_the_tests_run() -> None:

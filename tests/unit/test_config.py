@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 
 from shared.config import ConfigurationError, Settings
+from shared.domain.pipelines import PURCHASE
 from tests.builders import APP_SETTINGS
 
 
 def test_defaults_fill_in_what_is_optional() -> None:
     settings = Settings.from_env(APP_SETTINGS)
-    assert settings.purchase_queue_name == "purchase-tasks"
+    assert settings.queue_of(PURCHASE) == "purchase-tasks"
     assert settings.tax_rate == Decimal("0.25")
     assert settings.task_max_attempts == 5
     assert settings.payment_decline_tokens == frozenset()

@@ -59,7 +59,9 @@ def test_the_overview_counts_orders_imports_groups_and_what_waits_for_the_archiv
     imports.record("over", "t", 1, status="failed", reason="bad")
 
     now = overview(
-        Sources(archive, counter, orders, manifests, imports), ["purchase-tasks", "imports"]
+        Sources(archive, counter, orders, manifests, imports),
+        ["purchase-tasks", "imports"],
+        pipelines={"purchase": "purchase-tasks", "product_import": "imports"},
     )
 
     assert (now.orders.in_flight, now.orders.completed, now.orders.failed) == (2, 1, 1)
@@ -72,3 +74,7 @@ def test_the_overview_counts_orders_imports_groups_and_what_waits_for_the_archiv
         ("PaymentDeclined", 1),
     ]
     assert now.waiting == {"purchase-tasks": 4, "imports": WAITING_COUNT_MAX}
+    assert [(p.pipeline, p.queue, p.failed, p.waiting) for p in now.pipelines] == [
+        ("purchase", "purchase-tasks", 3, 4),
+        ("product_import", "imports", 0, WAITING_COUNT_MAX),
+    ]

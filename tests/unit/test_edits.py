@@ -11,8 +11,10 @@ from shared.domain.audit import Change
 from shared.domain.edits import checked_edit
 from shared.domain.errors import InvalidInput
 from shared.domain.pipelines import import_message
+from shared.service_layer.pipelines import registry
 
 ROW = {"sku": "TEA-X", "name": "Tea", "price": "4.50", "currency": "EURO", "description": ""}
+CHECKS = registry().payload_check
 ORIGINAL = import_message("job-1", 3, is_last=False, row=ROW).to_json()
 
 
@@ -23,7 +25,9 @@ def _edit(**changes: object) -> str:
 
 
 def test_a_corrected_currency_is_accepted_with_its_diff() -> None:
-    body, changes = checked_edit(ORIGINAL, _edit(currency="EUR"), field="edits[0].body")
+    body, changes = checked_edit(
+        ORIGINAL, _edit(currency="EUR"), field="edits[0].body", payload_checks=CHECKS
+    )
     assert json.loads(body)["payload"]["currency"] == "EUR"
     assert changes == (Change("replace", "/payload/currency", old="EURO", new="EUR"),)
 
@@ -44,11 +48,13 @@ def test_an_edit_the_pipeline_would_refuse_is_refused_naming_the_field(
     edited: str, field: str
 ) -> None:
     with pytest.raises(InvalidInput) as refused:
-        checked_edit(ORIGINAL, edited, field="m.body")
+        checked_edit(ORIGINAL, edited, field="m.body", payload_checks=CHECKS)
     assert refused.value.field == field
 
 
 def test_an_unreadable_original_may_be_replaced_by_a_whole_task_message() -> None:
-    body, changes = checked_edit(b'{"job_id": "x", "pipe', _edit(currency="EUR"), field="b")
+    body, changes = checked_edit(
+        b'{"job_id": "x", "pipe', _edit(currency="EUR"), field="b", payload_checks=CHECKS
+    )
     assert json.loads(body)["payload"]["currency"] == "EUR"
     assert changes == (Change("replace", "", old='{"job_id": "x", "pipe', new=json.loads(body)),)

@@ -22,10 +22,10 @@ from tests.fakes import (
     InMemoryAuditTrail,
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterQueue,
-    InMemoryImportProgress,
     InMemoryOrderProgress,
     InMemoryResender,
     InMemorySessionActions,
+    InMemorySessionOutcomes,
     InMemorySessionSeeder,
     InMemoryTaskSender,
 )
@@ -37,6 +37,7 @@ class Store:
     def __init__(self) -> None:
         self.shop = Shop()
         self.progress = InMemoryOrderProgress()
+        self.sessions = InMemorySessionOutcomes()
         self.archive = InMemoryDeadLetterArchive()
         self.sender = InMemoryTaskSender()
         self.dlq = InMemoryDeadLetterQueue()
@@ -51,6 +52,7 @@ class Store:
             retry=replace(processor.retry, max_attempts=1),
             journal=self.archive,
             observer=order_progress_observer(self.progress),
+            outcomes=self.sessions,
         )
 
     def submit(self, **changes: Any) -> SubmittedOrder:
@@ -94,7 +96,7 @@ class Store:
             self.shop.payments,
             self.archive,
             InMemoryAuditTrail(),
-            InMemoryImportProgress(),
+            self.sessions,
         )
         return lookup.status(job_id)
 

@@ -18,8 +18,8 @@ from shared.domain.archive import (
 )
 from shared.domain.confirmations import Selection
 from shared.domain.errors import InvalidInput
-from shared.domain.order_status import StepOutcome
-from shared.domain.pipelines import PURCHASE_TASKS
+from shared.domain.pipelines import PURCHASE
+from shared.domain.session_outcomes import SessionOutcome
 from shared.service_layer.bulk_actions import confirm_bulk_action, preview_bulk_action
 from shared.service_layer.bulk_replay import run_bulk_replay
 from shared.service_layer.dead_letters import archive_dead_letters
@@ -33,10 +33,9 @@ from tests.fakes import (
     InMemoryConfirmations,
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterQueue,
-    InMemoryImportProgress,
-    InMemoryOrderProgress,
     InMemoryReplayRequests,
     InMemoryResender,
+    InMemorySessionOutcomes,
     InMemorySessionSeeder,
 )
 
@@ -149,14 +148,14 @@ def test_a_bulk_replay_leaves_resolved_sessions_alone_and_a_bulk_resolve_audits_
     assert list_failed_sessions(archive, SummaryFilter(status="failed")).items == []
 
 
-def _progress() -> tuple[Progress, InMemoryOrderProgress]:
-    orders = InMemoryOrderProgress()
-    return Progress(orders, InMemoryImportProgress()), orders
+def _progress() -> tuple[Progress, InMemorySessionOutcomes]:
+    sessions = InMemorySessionOutcomes()
+    return Progress(sessions), sessions
 
 
 def test_the_history_shows_each_replay_its_operator_and_its_outcome() -> None:
     archive, audit = archive_of("s-1"), InMemoryAuditTrail()
-    progress, orders = _progress()
+    progress, sessions = _progress()
     replay_for_operator(
         archive,
         InMemoryResender(),
@@ -175,8 +174,8 @@ def test_the_history_shows_each_replay_its_operator_and_its_outcome() -> None:
     (running,) = history.replays
     assert (running.new_session_id, running.by, running.outcome) == (new, "ada", "in progress")
 
-    for step, task in enumerate(PURCHASE_TASKS, start=1):
-        orders.record(job, StepOutcome(step, task, "completed", None, new, "t"))
+    # The processor records the replayed session's end when its last message is settled.
+    sessions.record(SessionOutcome(job, new, PURCHASE, "completed", "t"))
     (completed,) = session_history(archive, audit, progress, "s-1").replays
     assert completed.outcome == "completed"
     assert not session_history(archive, audit, progress, "s-1").failed_again

@@ -28,7 +28,7 @@ bp = func.Blueprint()
 @console_view
 def console_overview(visit: Visit) -> func.HttpResponse:
     c = container()
-    now = overview(c.overview_sources, c.session_queues)
+    now = overview(c.overview_sources, c.session_queues, pipelines=c.settings.queues)
     return visit.page(
         "overview.html",
         overview=now,

@@ -1,0 +1,74 @@
+"""How each session ended, in Table Storage (table ``sessionoutcomes``): PartitionKey = the
+job, RowKey = the session, so a job's sessions (the first and its replays) are one partition
+read and a session's outcome recorded again overwrites itself."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, cast
+
+from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.data.tables import TableClient, UpdateMode
+
+from ..domain.session_outcomes import SessionOutcome, SessionStatus
+from .azure_errors import TABLE_STORAGE, translated
+from .table_keys import table_key
+
+SESSION_OUTCOMES_TABLE = "sessionoutcomes"
+
+
+class TableSessionOutcomes:
+    """Implements SessionOutcomes."""
+
+    def __init__(self, table: TableClient) -> None:
+        self._table = table
+
+    @translated(TABLE_STORAGE)
+    def record(self, outcome: SessionOutcome) -> None:
+        self._table.upsert_entity(_entity(outcome), mode=UpdateMode.REPLACE)
+
+    @translated(TABLE_STORAGE)
+    def accept(self, outcome: SessionOutcome) -> None:
+        with contextlib.suppress(ResourceExistsError):
+            self._table.create_entity(_entity(outcome))
+
+    @translated(TABLE_STORAGE)
+    def get(self, job_id: str, session_id: str) -> SessionOutcome | None:
+        try:
+            entity = self._table.get_entity(table_key(job_id), table_key(session_id))
+        except ResourceNotFoundError:
+            return None
+        return _outcome(entity)
+
+    @translated(TABLE_STORAGE)
+    def of_job(self, job_id: str) -> list[SessionOutcome]:
+        entities = self._table.query_entities(
+            "PartitionKey eq @pk", parameters={"pk": table_key(job_id)}
+        )
+        return sorted((_outcome(e) for e in entities), key=lambda o: (o.at, o.session_id))
+
+
+def _entity(outcome: SessionOutcome) -> dict[str, Any]:
+    entity: dict[str, Any] = {
+        "PartitionKey": table_key(outcome.job_id),
+        "RowKey": table_key(outcome.session_id),
+        "job_id": outcome.job_id,
+        "session_id": outcome.session_id,
+        "pipeline": outcome.pipeline,
+        "status": outcome.status,
+        "at": outcome.at,
+    }
+    if outcome.reason:
+        entity["reason"] = outcome.reason
+    return entity
+
+
+def _outcome(entity: Any) -> SessionOutcome:
+    return SessionOutcome(
+        job_id=str(entity["job_id"]),
+        session_id=str(entity["session_id"]),
+        pipeline=str(entity["pipeline"]),
+        status=cast(SessionStatus, entity["status"]),
+        at=str(entity["at"]),
+        reason=entity.get("reason"),
+    )

@@ -1,0 +1,165 @@
+"""The pipelines this app runs, each declared once, and the registry that holds them.
+
+A declaration (``Pipeline``) is one object in a module of this package, named ``PIPELINE``:
+its name, its tasks in order, its failure policy, the app setting that names its queue (and
+the queue's default name), the check its payloads must pass, how its tasks are built from the
+composition root and, optionally, the HTTP route its jobs are started at and followed at.
+Everything generic (the settings, the session triggers, the archive's queues, edit checks,
+replay history, the overview, the local stack, the infrastructure's queue list) reads the
+registry instead of naming pipelines.
+
+``registry()`` imports every module of this package, then each module the app setting
+``PIPELINE_MODULES`` names (comma-separated; for pipelines kept outside the app, such as the
+tests' example), and keeps the declarations they define. docs/pipelines.md is the guide.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from ...domain.envelope import TaskMessage
+from ...domain.pipelines import FailurePolicy
+
+if TYPE_CHECKING:
+    from ...bootstrap import Container
+    from ..session_messages import Observer, Task
+
+PIPELINE_MODULES_SETTING = "PIPELINE_MODULES"
+
+PayloadCheck = Callable[[Mapping[str, Any]], object]
+# A queue setting's shape: the files outside Python (localdev/pipelines.py) find a pipeline's
+# queue lines by it; REPLAY_QUEUE_NAME is the bulk replays' Storage queue, no pipeline's.
+QUEUE_SETTING = re.compile(r"(?!REPLAY_)[A-Z][A-Z0-9_]*_QUEUE_NAME")
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """One pipeline, declared.
+
+    ``check_payload`` raises ``InvalidInput`` naming the field for a payload the tasks would
+    refuse (used by the start route and by edit-and-replay). ``build_tasks`` returns the task
+    callables by task name, built from the container's parts; ``observer`` optionally records
+    pipeline-specific progress (an order's steps, an import's rows) besides the generic session
+    outcomes. ``route``: jobs are followed at ``GET /api/<route>/{job_id}`` (and replays point
+    there); unless ``own_routes``, the generic start route ``POST /api/<route>`` serves it too.
+    """
+
+    name: str
+    tasks: tuple[str, ...]
+    policy: FailurePolicy
+    queue_setting: str
+    default_queue: str
+    check_payload: PayloadCheck
+    build_tasks: Callable[[Container], Mapping[str, Task]]
+    observer: Callable[[Container], Observer] | None = None
+    route: str | None = None
+    own_routes: bool = False  # an entrypoint module of its own serves ``route``
+    # Where the pipeline is listed among the others (the archive's runs, the overview's
+    # queues): lower first, then by name.
+    listed: int = 100
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
+            raise ValueError(f"pipeline name {self.name!r}: lower-case letters, digits and _")
+        if not QUEUE_SETTING.fullmatch(self.queue_setting):
+            raise ValueError(
+                f"pipeline {self.name!r}: queue_setting {self.queue_setting!r} must be an "
+                "upper-case app setting name ending in _QUEUE_NAME (not REPLAY_QUEUE_NAME)"
+            )
+        if not self.tasks:
+            raise ValueError(f"pipeline {self.name!r} declares no task")
+
+    @property
+    def function_name(self) -> str:
+        """The session trigger's function name."""
+        return f"{self.name}_tasks"
+
+    @property
+    def stops_on_failure(self) -> bool:
+        return self.policy is FailurePolicy.STOP_ON_FAILURE
+
+    def messages(self, job_id: str, payload: Mapping[str, Any]) -> list[TaskMessage]:
+        """Every task of one job, in the order they must run, each carrying ``payload``."""
+        return [
+            TaskMessage(
+                job_id=job_id,
+                pipeline=self.name,
+                task=task,
+                step=step,
+                is_last=step == len(self.tasks),
+                payload=dict(payload),
+            )
+            for step, task in enumerate(self.tasks, start=1)
+        ]
+
+
+class UnknownPipeline(LookupError):
+    pass
+
+
+class Pipelines:
+    """The declared pipelines, by name, in declaration order."""
+
+    def __init__(self, declared: tuple[Pipeline, ...]) -> None:
+        self._by_name: dict[str, Pipeline] = {}
+        for pipeline in declared:
+            other = self._by_name.get(pipeline.name)
+            if other is not None and other is not pipeline:
+                raise ValueError(f"Two pipelines are declared with the name {pipeline.name!r}")
+            self._by_name[pipeline.name] = pipeline
+        settings = [p.queue_setting for p in self._by_name.values()]
+        if len(set(settings)) != len(settings):
+            raise ValueError(f"Two pipelines name their queue with the same setting: {settings}")
+
+    def __iter__(self) -> Iterator[Pipeline]:
+        return iter(self._by_name.values())
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def get(self, name: str | None) -> Pipeline:
+        """Raises ``UnknownPipeline``."""
+        try:
+            return self._by_name[name or ""]
+        except KeyError:
+            raise UnknownPipeline(name) from None
+
+    def find(self, name: str | None) -> Pipeline | None:
+        return self._by_name.get(name or "")
+
+    def policy(self, name: str | None) -> FailurePolicy:
+        """The pipeline's failure policy; an unknown pipeline stops: the careful choice."""
+        pipeline = self.find(name)
+        return pipeline.policy if pipeline else FailurePolicy.STOP_ON_FAILURE
+
+    def payload_check(self, name: str | None) -> PayloadCheck | None:
+        pipeline = self.find(name)
+        return pipeline.check_payload if pipeline else None
+
+
+def registry(environ: Mapping[str, str] | None = None) -> Pipelines:
+    """The pipelines of this package and of the modules ``PIPELINE_MODULES`` names."""
+    environ = os.environ if environ is None else environ
+    return _load(environ.get(PIPELINE_MODULES_SETTING, "").strip())
+
+
+@cache
+def _load(extra_modules: str) -> Pipelines:
+    names = [f"{__name__}.{m.name}" for m in pkgutil.iter_modules(__path__)]
+    names += [name.strip() for name in extra_modules.split(",") if name.strip()]
+    declared = []
+    for name in names:
+        pipeline = getattr(importlib.import_module(name), "PIPELINE", None)
+        if not isinstance(pipeline, Pipeline):
+            raise ValueError(
+                f"{name} declares no PIPELINE (a shared.service_layer.pipelines.Pipeline)"
+            )
+        declared.append(pipeline)
+    return Pipelines(tuple(sorted(declared, key=lambda p: (p.listed, p.name))))
