@@ -134,10 +134,20 @@ class QueueOptions:
 
 
 @dataclass(frozen=True)
+class SingletonOptions:
+    """host.json's ``singleton`` section (the WebJobs SDK's ``SingletonOptions``): how long a
+    listener's lock lease lasts and how often an instance without it tries to take it."""
+
+    listener_lock_period: float = 60.0
+    listener_lock_recovery_polling_interval: float = 60.0
+
+
+@dataclass(frozen=True)
 class HostOptions:
     route_prefix: str = "api"
     service_bus: ServiceBusOptions = ServiceBusOptions()
     queues: QueueOptions = QueueOptions()
+    singleton: SingletonOptions = SingletonOptions()
     function_timeout: float | None = None
 
     @classmethod
@@ -148,6 +158,7 @@ class HostOptions:
             route_prefix=str(http.get("routePrefix", "api")).strip("/"),
             service_bus=_service_bus_options(extensions.get("serviceBus") or {}),
             queues=_queue_options(extensions.get("queues") or {}),
+            singleton=_singleton_options(document.get("singleton") or {}),
             function_timeout=timespan(document.get("functionTimeout"), 0.0) or None,
         )
 
@@ -188,6 +199,23 @@ def _service_bus_options(section: Mapping[str, Any]) -> ServiceBusOptions:
         auto_complete_messages=defaults.auto_complete_messages
         if auto_complete is None
         else bool(auto_complete),
+    )
+
+
+def _singleton_options(section: Mapping[str, Any]) -> SingletonOptions:
+    defaults = SingletonOptions()
+    period = timespan(section.get("listenerLockPeriod"), defaults.listener_lock_period)
+    if not 15 <= period <= 60:
+        # A blob lease lasts 15 to 60 seconds; the SDK refuses other periods too.
+        raise HostConfigurationError(
+            f"host.json: singleton.listenerLockPeriod must be 00:00:15 to 00:01:00, not {period} s"
+        )
+    return SingletonOptions(
+        listener_lock_period=period,
+        listener_lock_recovery_polling_interval=timespan(
+            section.get("listenerLockRecoveryPollingInterval"),
+            defaults.listener_lock_recovery_polling_interval,
+        ),
     )
 
 

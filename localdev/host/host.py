@@ -26,6 +26,7 @@ from .queues import QueueListener
 from .servicebus import ServiceBusListener
 from .servicebus_binding import check_supported
 from .settlement import SettlementRegistry, SettlementServer
+from .singleton import ListenerLock, host_id, listener_lock_id
 from .timers import TimerListener
 from .worker import SCRIPT_FILE_SETTING, Worker, point_settlement_client
 
@@ -166,7 +167,7 @@ class LocalHost:
                 )
             )
         for spec in by_type.get(TIMER_TRIGGER, []):
-            timer = TimerListener(spec)
+            timer = TimerListener(spec, self._listener_lock(spec))
             self.timers[spec.name] = timer
             self._listeners.append(timer)
         if by_type.get(HTTP_TRIGGER):
@@ -180,6 +181,22 @@ class LocalHost:
                 read_timeout=self._http_read_timeout,
             )
             self._listeners.append(self._http)
+
+    def _listener_lock(self, spec: FunctionSpec) -> ListenerLock | None:
+        """The listener's singleton lock in AzureWebJobsStorage (None without that setting:
+        the Functions host then keeps its locks in memory, for one instance)."""
+        try:
+            storage = connection_string("AzureWebJobsStorage", self.settings)
+        except HostConfigurationError:
+            logger.debug("%s: no AzureWebJobsStorage, so no singleton lock", spec.name)
+            return None
+        singleton = self.options.singleton
+        return ListenerLock(
+            storage,
+            listener_lock_id(host_id(self.settings, self.script), spec.name),
+            period=singleton.listener_lock_period,
+            recovery_interval=singleton.listener_lock_recovery_polling_interval,
+        )
 
     def stop(self) -> None:
         """Stop every trigger (in-flight invocations finish, bounded), then settlement, then
