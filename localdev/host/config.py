@@ -119,6 +119,10 @@ class ServiceBusOptions:
     session_idle_timeout: float = 60.0
     max_auto_lock_renewal_duration: float = 300.0
     auto_complete_messages: bool = True
+    # Batch triggers (cardinality "many"), as the extension's ServiceBusOptions.
+    max_message_batch_size: int = 1000
+    min_message_batch_size: int = 1
+    max_batch_wait_time: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,16 @@ def _service_bus_options(section: Mapping[str, Any]) -> ServiceBusOptions:
     concurrent_sessions = pick("maxConcurrentSessions", sessions, "maxConcurrentSessions")
     concurrent_calls = pick("maxConcurrentCalls", messages, "maxConcurrentCalls")
     idle = pick("sessionIdleTimeout", sessions, "messageWaitTimeout")
+    max_batch = int(section.get("maxMessageBatchSize", defaults.max_message_batch_size))
+    min_batch = int(section.get("minMessageBatchSize", defaults.min_message_batch_size))
+    batch_wait = timespan(section.get("maxBatchWaitTime"), defaults.max_batch_wait_time)
+    # The extension's own checks (ServiceBusWebJobsBuilderExtensions).
+    if min_batch > max_batch:
+        raise HostConfigurationError(
+            "host.json: serviceBus.minMessageBatchSize must not be above maxMessageBatchSize"
+        )
+    if batch_wait > 150:
+        raise HostConfigurationError("host.json: serviceBus.maxBatchWaitTime is at most 00:02:30")
     return ServiceBusOptions(
         max_concurrent_sessions=int(concurrent_sessions or defaults.max_concurrent_sessions),
         max_concurrent_calls=int(concurrent_calls or defaults.max_concurrent_calls),
@@ -199,6 +213,9 @@ def _service_bus_options(section: Mapping[str, Any]) -> ServiceBusOptions:
         auto_complete_messages=defaults.auto_complete_messages
         if auto_complete is None
         else bool(auto_complete),
+        max_message_batch_size=max_batch,
+        min_message_batch_size=min_batch,
+        max_batch_wait_time=batch_wait,
     )
 
 

@@ -55,6 +55,9 @@ SESSION_QUEUES = (
     "sessions-release-frees-slot",
     "sessions-outlast-drain",
     "sessions-fields",
+    "sessions-batch",
+    "sessions-batch-min",
+    "sessions-batch-fail",
 )
 PLAIN_QUEUES = (
     "plain-tasks",
@@ -66,6 +69,8 @@ PLAIN_QUEUES = (
     "plain-no-renewal",
     "plain-manual",
     "plain-renewal-limit",
+    "plain-batch",
+    "plain-batch-renewal",
 )
 
 # Queues whose lock outlasts the test's checks, so that only the host lets go of a session;
