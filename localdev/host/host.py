@@ -29,6 +29,7 @@ from .settlement import SettlementRegistry, SettlementServer
 from .singleton import ListenerLock, host_id, listener_lock_id
 from .timers import TimerListener
 from .worker import SCRIPT_FILE_SETTING, Worker, point_settlement_client
+from .worker_channel import EventStreams, WorkerPool, worker_process_count
 
 logger = logging.getLogger("localdev.host")
 
@@ -36,6 +37,9 @@ logger = logging.getLogger("localdev.host")
 MASTER_KEY_SETTING = "FUNCTIONS_MASTER_KEY"
 HOST_KEY_SETTING = "FUNCTIONS_HOST_KEY"
 FUNCTION_KEY_PREFIX = "FUNCTIONS_KEY_"  # FUNCTIONS_KEY_<function name>: that function's key
+# "true": the worker runs in processes of its own (FUNCTIONS_WORKER_PROCESS_COUNT of them, 1 by
+# default, as in Azure), over the host's gRPC server; else in the host's process.
+WORKER_PROCESSES_SETTING = "LOCALDEV_WORKER_PROCESSES"
 # The Functions host's setting for the largest request body, in bytes.
 BODY_LIMIT_SETTING = "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"
 _TRIGGERS = {SERVICE_BUS_TRIGGER, HTTP_TRIGGER, TIMER_TRIGGER, QUEUE_TRIGGER}
@@ -58,7 +62,11 @@ class LocalHost:
     taking work, lets invocations in flight finish (up to ``drain_timeout`` seconds) and closes
     everything. One host runs in a process at a time (the worker holds one app per process).
 
-    ``http_read_timeout`` bounds how long a request's headers and body may take to arrive."""
+    ``http_read_timeout`` bounds how long a request's headers and body may take to arrive.
+
+    ``worker_processes``: run the worker in processes of its own, as the Functions host does
+    (``worker_channel.py``; FUNCTIONS_WORKER_PROCESS_COUNT of them); None reads
+    LOCALDEV_WORKER_PROCESSES from the settings (default: in this process)."""
 
     def __init__(
         self,
@@ -71,6 +79,7 @@ class LocalHost:
         drain_timeout: float = 30.0,
         functions: Iterable[str] | None = None,
         http_read_timeout: float = DEFAULT_READ_TIMEOUT,
+        worker_processes: bool | None = None,
     ) -> None:
         self.script = Path(app).resolve()
         if not self.script.is_file():
@@ -89,10 +98,17 @@ class LocalHost:
         # Used for the master and host keys that the settings leave unset.
         self._generated_keys = (secrets.token_urlsafe(32), secrets.token_urlsafe(32))
         self.function_keys = self._keys()
-        self._settlement = SettlementServer(SettlementRegistry())
+        if worker_processes is None:
+            flag = self.settings.get(WORKER_PROCESSES_SETTING, "").strip().lower()
+            worker_processes = flag in ("1", "true", "yes")
+        self.worker_processes = worker_processes
+        self._streams = EventStreams()
+        self._settlement = SettlementServer(
+            SettlementRegistry(), handlers=[self._streams.handler()] if worker_processes else []
+        )
         self._listeners: list[_Listener] = []
         self._http: HttpFrontEnd | None = None
-        self._worker: Worker | None = None
+        self._worker: Worker | WorkerPool | None = None
         self.timers: dict[str, TimerListener] = {}
         self._started = False
 
@@ -113,14 +129,22 @@ class LocalHost:
         self._saved_cwd = os.getcwd()
         os.environ.update(self._given_settings)
         try:
-            self._worker = worker_process.acquire(self)
-            indexed = self._worker.index(self.script, dict(os.environ))
-            self.functions = discover(indexed, self.settings, worker=self._worker, only=self._only)
-            by_type = self._by_type()
-            self._worker.load(spec.metadata for spec in self.functions)
-            self.function_keys = self._keys()
             self._settlement.start()
-            point_settlement_client(self._settlement.address)
+            worker: Worker | WorkerPool
+            if self.worker_processes:
+                worker = WorkerPool(
+                    worker_process_count(self.settings), self._streams, self._settlement.address
+                )
+            else:
+                worker = worker_process.acquire(self)
+            self._worker = worker
+            indexed = worker.index(self.script, dict(os.environ))
+            self.functions = discover(indexed, self.settings, worker=worker, only=self._only)
+            by_type = self._by_type()
+            worker.load(spec.metadata for spec in self.functions)
+            self.function_keys = self._keys()
+            if not self.worker_processes:
+                point_settlement_client(self._settlement.address)
             self._create_listeners(by_type)
             for listener in self._listeners:
                 listener.start()
@@ -199,18 +223,19 @@ class LocalHost:
         )
 
     def stop(self) -> None:
-        """Stop every trigger (in-flight invocations finish, bounded), then settlement, then
-        the worker's invocations; put the environment and the working directory back."""
+        """Stop every trigger (in-flight invocations finish, bounded), then the worker, then
+        the gRPC server (settlement); put the environment and the working directory back."""
         for listener in reversed(self._listeners):
             try:
                 listener.stop(self.drain_timeout)
             except Exception:
                 logger.exception("Stopping %r failed", listener)
         self._listeners.clear()
-        self._settlement.stop()
+        # The worker first: what still runs in it may settle through the server.
         if self._worker is not None:
             self._worker.finish()
             self._worker = None
+        self._settlement.stop()
         worker_process.release(self)
         if self._saved_cwd is not None:
             os.chdir(self._saved_cwd)

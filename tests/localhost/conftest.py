@@ -71,6 +71,7 @@ PLAIN_QUEUES = (
     "plain-renewal-limit",
     "plain-batch",
     "plain-batch-renewal",
+    "plain-worker-process",
 )
 
 # Queues whose lock outlasts the test's checks, so that only the host lets go of a session;

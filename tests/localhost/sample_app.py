@@ -4,6 +4,8 @@ saw in ``SEEN`` and does what the message or request asks (sleep, fail, settle, 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import threading
 import time
 from collections import defaultdict
@@ -310,6 +312,13 @@ async def traced(req: func.HttpRequest, context: func.Context) -> func.HttpRespo
         current_trace_id=trace.format_trace_id(current.trace_id) if current.is_valid else None,
     )
     return func.HttpResponse(status_code=204)
+
+
+@app.route(route="whoami", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+def whoami(req: func.HttpRequest) -> func.HttpResponse:
+    """The worker's process id, and a log line the host should show."""
+    logging.getLogger("sample_app").warning("whoami from process %d", os.getpid())
+    return func.HttpResponse(str(os.getpid()))
 
 
 @app.route(route="boom", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
