@@ -129,9 +129,10 @@ class LocalHost:
         self._saved_cwd = os.getcwd()
         os.environ.update(self._given_settings)
         try:
-            self._settlement.start()
             worker: Worker | WorkerPool
             if self.worker_processes:
+                # The worker processes connect to the server: it runs before they start.
+                self._settlement.start()
                 worker = WorkerPool(
                     worker_process_count(self.settings), self._streams, self._settlement.address
                 )
@@ -144,6 +145,7 @@ class LocalHost:
             worker.load(spec.metadata for spec in self.functions)
             self.function_keys = self._keys()
             if not self.worker_processes:
+                self._settlement.start()
                 point_settlement_client(self._settlement.address)
             self._create_listeners(by_type)
             for listener in self._listeners:
