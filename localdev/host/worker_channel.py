@@ -127,6 +127,9 @@ class WorkerProcess:
             cwd=script_root,  # the host starts a worker in the script root
             env={**environ, "PYTHONPATH": _python_path(environ)},
             stdin=subprocess.DEVNULL,
+            # A Ctrl-C in the host's terminal is the host's to handle: it lets the invocations
+            # in flight finish, then terminates its workers over the stream.
+            start_new_session=True,
         )
         waited = 0.0
         while not self.connected.wait(0.2):
