@@ -111,7 +111,7 @@ clean:
 # Functions host, on the standard ports, with their data kept in .data/ across restarts.
 .PHONY: up reset
 up: run-deps
-	@$(PY) -m localdev.up
+	@$(PY) -m localdev.up $(if $(INSTANCES),--instances $(INSTANCES))
 
 # Start clean: deletes .data/ (refused while `make up` runs).
 reset:

@@ -1,7 +1,7 @@
 """Orders end to end on the local stack, and a product import end to end.
 
-``.venv/bin/python -m bench.pipeline_bench`` (``--orders N --slots 8,1 --tracing off,on
---import-rows R``).
+``.venv/bin/python -m bench.pipeline_bench`` (``--orders N --slots 8,1 --instances 1,2
+--tracing off,on --import-rows R``).
 
 Orders: the stack of ``make up`` (Azurite, the project's Service Bus emulator, the SMTP sink,
 the local host running function_app.py with host.json as shipped) runs in a process of its
@@ -15,6 +15,11 @@ Azurite), the CPU ceiling (cores / CPU per order: the orders/s this machine coul
 CPU were the only limit) and the fraction of it achieved. It does so with host.json as
 shipped (8 session slots) and with ``maxConcurrentSessions`` 1 (the only change), each on a
 fresh stack.
+
+Instances (``--instances 1,2``): the orders of each run with that many instances of the app on
+the stack (``run_stack(instances=N)``, as Azure scales out); the POSTs go to the first
+instance (there is no load balancer), the sessions spread over all of them. It reports the
+orders/s of N instances against one, with the load average before and after.
 
 Tracing (``--tracing off,on``): each of those runs with the app exporting nothing and with it
 exporting its traces, metrics and logs over OTLP/HTTP to a receiver this process starts
@@ -136,10 +141,15 @@ def cpu_used(
 
 @contextmanager
 def stack_process(
-    max_concurrent_sessions: int | None, log: Path, environ: dict[str, str] | None = None
+    max_concurrent_sessions: int | None,
+    log: Path,
+    environ: dict[str, str] | None = None,
+    *,
+    instances: int = 1,
 ) -> Iterator[Stack]:
     """The stack in a process of its own, with ``environ`` (default: this process's)."""
     command = [sys.executable, "-m", "bench.stack_process", "--log", str(log)]
+    command += ["--instances", str(instances)]
     if max_concurrent_sessions is not None:
         command += ["--max-concurrent-sessions", str(max_concurrent_sessions)]
     process = subprocess.Popen(
@@ -210,6 +220,7 @@ def post(api: AppClient, run_id: str, index: int) -> tuple[str, float]:
 @dataclass(frozen=True)
 class OrdersRun:
     slots: str
+    instances: int
     tracing: str  # "off" or "on"
     orders: int
     mailed: int
@@ -264,6 +275,7 @@ def shipped_slots() -> int:
 
 def run_orders(
     slots: int | None,
+    instances: int,
     mode: str,
     orders: int,
     warmup: int,
@@ -274,18 +286,24 @@ def run_orders(
     """``slots`` None: host.json as shipped; else maxConcurrentSessions ``slots``. ``mode``:
     tracing off or on (``bench.tracing``)."""
     label = f"{shipped_slots()} (host.json as shipped)" if slots is None else str(slots)
-    log = fresh_path(workdir, f"orders-{slots or 'shipped'}-tracing-{mode}", ".log")
+    log = fresh_path(
+        workdir, f"orders-{slots or 'shipped'}-{instances}-instances-tracing-{mode}", ".log"
+    )
     print(
-        f"-- orders, session slots: {label}, tracing {mode}; the stack's log: {log}",
+        f"-- orders, session slots: {label}, instances: {instances}, tracing {mode}; the "
+        f"stack's log: {log} (instance 2 and later: host-<n>.log in the stack's log folder)",
         file=sys.stderr,
     )
     with tracing(mode) as switch:
-        return _orders(switch, slots, label, orders, warmup, clients, timeout, workdir, log)
+        return _orders(
+            switch, slots, instances, label, orders, warmup, clients, timeout, workdir, log
+        )
 
 
 def _orders(
     switch: Tracing,
     slots: int | None,
+    instances: int,
     label: str,
     orders: int,
     warmup: int,
@@ -294,7 +312,7 @@ def _orders(
     workdir: Path,
     log: Path,
 ) -> OrdersRun:
-    with stack_process(slots, log, switch.environ) as stack:
+    with stack_process(slots, log, switch.environ, instances=instances) as stack:
         deadline = time.monotonic() + timeout
         seed_catalogue(stack, workdir, deadline)
         api, run_id = stack.api, f"bench-{uuid.uuid4().hex[:8]}"
@@ -319,6 +337,7 @@ def _orders(
     cpu, busiest = cpu_used(cpu_before, cpu_after)
     return OrdersRun(
         slots=label,
+        instances=instances,
         tracing=switch.mode,
         orders=orders,
         mailed=len(mailed),
@@ -431,7 +450,8 @@ def seconds(value: float) -> str:
 def orders_table(runs: list[OrdersRun]) -> str:
     groups = [HOST, "emulator", "Azurite"]
     header = (
-        "| session slots | tracing | orders mailed | seconds | orders/s | latency p50 / p95 (s) | "
+        "| session slots | instances | tracing | orders mailed | seconds | orders/s | "
+        "latency p50 / p95 (s) | "
         "one order alone, p50 (s) | "
         + " | ".join(f"CPU/order {g} (ms)" for g in groups)
         + " | CPU/order total (ms) | CPU ceiling (orders/s) | achieved | "
@@ -440,7 +460,8 @@ def orders_table(runs: list[OrdersRun]) -> str:
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for run in runs:
         lines.append(
-            f"| {run.slots} | {run.tracing} | {run.mailed} of {run.orders} | {run.seconds:.1f} | "
+            f"| {run.slots} | {run.instances} | {run.tracing} | {run.mailed} of {run.orders} | "
+            f"{run.seconds:.1f} | "
             f"{run.rate:.2f} | {seconds(percentile(run.latencies, 0.5))} / "
             f"{seconds(percentile(run.latencies, 0.95))} | {seconds(percentile(run.alone, 0.5))} | "
             + " | ".join(f"{run.cpu_per_order(g) * 1000:.0f}" for g in groups)
@@ -515,9 +536,26 @@ def import_table(run: ImportRun) -> str:
 
 
 def print_orders_summary(runs: list[OrdersRun]) -> None:
-    shipped = next((r for r in runs if "as shipped" in r.slots), None)
+    for single in (r for r in runs if r.instances == 1):
+        for scaled in runs:
+            if (scaled.slots, scaled.tracing) == (single.slots, single.tracing) and (
+                scaled.instances > 1
+            ):
+                print(
+                    f"- {scaled.instances} instances / 1, session slots {single.slots}, "
+                    f"tracing {single.tracing}: orders/s {ratio(scaled.rate, single.rate)} "
+                    f"(goal: at least 1.8 with 2)"
+                )
+    shipped = next((r for r in runs if "as shipped" in r.slots and r.instances == 1), None)
     if shipped:
-        one = next((r for r in runs if r.slots == "1" and r.tracing == shipped.tracing), None)
+        one = next(
+            (
+                r
+                for r in runs
+                if r.slots == "1" and r.tracing == shipped.tracing and r.instances == 1
+            ),
+            None,
+        )
         print(f"- orders/s with host.json as shipped: {shipped.rate:.2f} (goal: at least 10)")
         print(
             f"- achieved fraction of the CPU ceiling: {shipped.rate / shipped.ceiling:.0%}"
@@ -566,6 +604,11 @@ def main(argv: list[str] | None = None) -> int:
         help="one run each: shipped = host.json as shipped, N = maxConcurrentSessions N",
     )
     parser.add_argument(
+        "--instances",
+        default="1",
+        help="one run each (for each --slots): N instances of the app on the stack, e.g. 1,2",
+    )
+    parser.add_argument(
         "--tracing",
         default="off",
         help="one run each (for each --slots): off = nothing exported, on = traces, metrics "
@@ -585,9 +628,11 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.logs or tempfile.mkdtemp(prefix="pipeline-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"Logs of the stack, the app and the Spark job: {workdir}", file=sys.stderr)
+    instances = [int(n) for n in args.instances.split(",")]
     runs = [
-        run_orders(s, mode, args.orders, args.warmup, args.clients, args.timeout, workdir)
+        run_orders(s, n, mode, args.orders, args.warmup, args.clients, args.timeout, workdir)
         for s in (slots if args.orders else [])
+        for n in instances
         for mode in modes
     ]
     imported = (

@@ -1,10 +1,11 @@
 """The local stack for a benchmark, in a process of its own, so that its CPU time is the
-stack's alone: ``python -m bench.stack_process [--max-concurrent-sessions N]``.
+stack's alone: ``python -m bench.stack_process [--max-concurrent-sessions N] [--instances N]``.
 
 It starts what ``make up`` starts, through ``localdev.stack.run_stack`` (Azurite, the Service
 Bus emulator, the SMTP sink and the local host running function_app.py), with host.json as
 shipped (or with only ``maxConcurrentSessions`` changed) and the shipped example settings, on
-free ports. On stdout, one JSON line per event:
+free ports; with ``--instances N``, N instances of the app (the 2nd and later are child
+processes of this one, so their CPU is counted with the host's). On stdout, one JSON line per event:
 
 - ``{"ready": {...}}``: the API URL and key, the connection strings, the emulator's status
   URL, this process's pid;
@@ -47,6 +48,9 @@ def emit(event: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.stack_process")
     parser.add_argument("--max-concurrent-sessions", type=int, default=None)
+    parser.add_argument(
+        "--instances", type=int, default=1, help="instances of the app (localdev.stack)"
+    )
     parser.add_argument("--log", default=os.devnull, help="the host's and the app's log")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, filename=args.log)
@@ -54,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     with run_stack(
-        settings_file=SETTINGS_EXAMPLE, host_json=host_json(args.max_concurrent_sessions)
+        settings_file=SETTINGS_EXAMPLE,
+        host_json=host_json(args.max_concurrent_sessions),
+        instances=args.instances,
     ) as stack:
         emit(
             {

@@ -26,6 +26,7 @@ from localdev.azurite import Azurite, run_azurite
 from localdev.host import LocalHost
 from localdev.host.config import load_host_json, load_settings
 from localdev.host.host import HOST_KEY_SETTING, MASTER_KEY_SETTING
+from localdev.host_instances import HostInstance, HostInstances
 from localdev.mail_sink import MailSink, run_mail_sink
 from localdev.pipelines import emulator_queues
 from localdev.ports import choose_port
@@ -43,7 +44,10 @@ from shared.config import SERVICE_BUS_CONNECTION, STORAGE_CONNECTION
 from shared.entrypoints.http import API_PREFIX
 from shared.service_layer.pipelines import registry
 
-__all__ = ["HOST_JSON", "LocalStack", "Ports", "create_storage", "run_stack"]
+__all__ = ["HOST_JSON", "INSTANCES_SETTING", "LocalStack", "Ports", "create_storage", "run_stack"]
+
+# How many instances of the app the stack runs when run_stack is not told (make up reads it).
+INSTANCES_SETTING = "LOCALDEV_HOST_INSTANCES"
 
 Announce = Callable[[str], None]
 
@@ -56,6 +60,8 @@ class LocalStack:
     host: LocalHost
     settings: Mapping[str, str]  # the app settings the host runs with
     data: DataLayout | None  # None: everything in memory, gone when the stack stops
+    # Instances 2..N of the app, each in a process of its own (``host`` is the first one).
+    more_instances: tuple[HostInstance, ...] = ()
 
     @property
     def api_url(self) -> str:
@@ -96,6 +102,7 @@ def run_stack(
     data_dir: Path | None = None,
     echo_mail: bool = False,
     announce: Announce | None = None,
+    instances: int | None = None,
 ) -> Iterator[LocalStack]:
     """Start Azurite, the emulator, an SMTP sink and the local host running function_app.py.
 
@@ -108,9 +115,14 @@ def run_stack(
     With ``data_dir`` Azurite and the emulator keep their data there across runs, the logs go
     to its ``logs`` folder, and the function keys generated on the first run are kept there;
     without, everything is in memory.
+
+    ``instances`` (default: the environment's LOCALDEV_HOST_INSTANCES, else 1) instances of
+    the app run on the stack, as Azure scales out: the first in this process (``host``), the
+    others each in a process of its own (``more_instances``, localdev/host_instances.py).
     """
     say: Announce = announce or (lambda _: None)
     ports = ports or Ports()
+    count = instance_count(instances)
 
     def port(wanted: int, what: str) -> int:
         return choose_port(wanted, what, announce=announce)
@@ -188,14 +200,31 @@ def run_stack(
 
         use_container(None)
         stack.callback(use_container, None)
-        host = LocalHost(
-            APP_SCRIPT,
-            values,
-            copy.deepcopy(dict(host_json)) if host_json else load_host_json(HOST_JSON),
-            http_port=port(ports.http, "HTTP"),
-        )
+        document = copy.deepcopy(dict(host_json)) if host_json else load_host_json(HOST_JSON)
+        host = LocalHost(APP_SCRIPT, values, document, http_port=port(ports.http, "HTTP"))
         stack.enter_context(host)
-        yield LocalStack(azurite, emulator, mail, host, dict(values), data)
+        more: tuple[HostInstance, ...] = ()
+        if count > 1:
+            scaled = HostInstances(
+                count, settings=values, host_json=document, logs=logs, settings_file=settings_file
+            )
+            scaled.start()
+            stack.callback(scaled.stop)
+            more = tuple(scaled.instances)
+            say(f"Host instances 2-{count}: pids {', '.join(str(i.pid) for i in more)}")
+        yield LocalStack(azurite, emulator, mail, host, dict(values), data, more)
+
+
+def instance_count(instances: int | None) -> int:
+    """``instances``, else LOCALDEV_HOST_INSTANCES, else 1; at least 1."""
+    if instances is None:
+        given = os.environ.get(INSTANCES_SETTING, "").strip() or "1"
+        if not given.isdigit():
+            raise SystemExit(f"{INSTANCES_SETTING}={given!r}: expected a number of instances")
+        instances = int(given)
+    if instances < 1:
+        raise SystemExit(f"{instances} instances: a stack runs at least one")
+    return instances
 
 
 @contextmanager

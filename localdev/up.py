@@ -74,6 +74,14 @@ def _parser() -> argparse.ArgumentParser:
         help=f"a port other than the standard one; NAME: {', '.join(_PORT_NAMES)} "
         "(default http). Repeat for several.",
     )
+    parser.add_argument(
+        "--instances",
+        type=int,
+        default=None,
+        help="instances of the app on the stack, as Azure scales out (default "
+        "$LOCALDEV_HOST_INSTANCES, else 1); the 2nd and later each run in a process of their "
+        "own and log to logs/host-<n>.log",
+    )
     parser.add_argument("--reset", action="store_true", help="delete the data folder, then exit")
     parser.add_argument(
         "--create-storage",
@@ -143,6 +151,7 @@ def serve(args: argparse.Namespace) -> int:
                 data_dir=data.root,
                 echo_mail=True,
                 announce=lambda line: print(line, flush=True),
+                instances=args.instances,
             ) as local:
                 write_env_file(local, data.env_file)
                 print(summary(local), flush=True)

@@ -119,6 +119,10 @@ class ServiceBusOptions:
     session_idle_timeout: float = 60.0
     max_auto_lock_renewal_duration: float = 300.0
     auto_complete_messages: bool = True
+    # Batch triggers (cardinality "many"), as the extension's ServiceBusOptions.
+    max_message_batch_size: int = 1000
+    min_message_batch_size: int = 1
+    max_batch_wait_time: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -134,10 +138,20 @@ class QueueOptions:
 
 
 @dataclass(frozen=True)
+class SingletonOptions:
+    """host.json's ``singleton`` section (the WebJobs SDK's ``SingletonOptions``): how long a
+    listener's lock lease lasts and how often an instance without it tries to take it."""
+
+    listener_lock_period: float = 60.0
+    listener_lock_recovery_polling_interval: float = 60.0
+
+
+@dataclass(frozen=True)
 class HostOptions:
     route_prefix: str = "api"
     service_bus: ServiceBusOptions = ServiceBusOptions()
     queues: QueueOptions = QueueOptions()
+    singleton: SingletonOptions = SingletonOptions()
     function_timeout: float | None = None
 
     @classmethod
@@ -148,6 +162,7 @@ class HostOptions:
             route_prefix=str(http.get("routePrefix", "api")).strip("/"),
             service_bus=_service_bus_options(extensions.get("serviceBus") or {}),
             queues=_queue_options(extensions.get("queues") or {}),
+            singleton=_singleton_options(document.get("singleton") or {}),
             function_timeout=timespan(document.get("functionTimeout"), 0.0) or None,
         )
 
@@ -180,6 +195,16 @@ def _service_bus_options(section: Mapping[str, Any]) -> ServiceBusOptions:
     concurrent_sessions = pick("maxConcurrentSessions", sessions, "maxConcurrentSessions")
     concurrent_calls = pick("maxConcurrentCalls", messages, "maxConcurrentCalls")
     idle = pick("sessionIdleTimeout", sessions, "messageWaitTimeout")
+    max_batch = int(section.get("maxMessageBatchSize", defaults.max_message_batch_size))
+    min_batch = int(section.get("minMessageBatchSize", defaults.min_message_batch_size))
+    batch_wait = timespan(section.get("maxBatchWaitTime"), defaults.max_batch_wait_time)
+    # The extension's own checks (ServiceBusWebJobsBuilderExtensions).
+    if min_batch > max_batch:
+        raise HostConfigurationError(
+            "host.json: serviceBus.minMessageBatchSize must not be above maxMessageBatchSize"
+        )
+    if batch_wait > 150:
+        raise HostConfigurationError("host.json: serviceBus.maxBatchWaitTime is at most 00:02:30")
     return ServiceBusOptions(
         max_concurrent_sessions=int(concurrent_sessions or defaults.max_concurrent_sessions),
         max_concurrent_calls=int(concurrent_calls or defaults.max_concurrent_calls),
@@ -188,6 +213,26 @@ def _service_bus_options(section: Mapping[str, Any]) -> ServiceBusOptions:
         auto_complete_messages=defaults.auto_complete_messages
         if auto_complete is None
         else bool(auto_complete),
+        max_message_batch_size=max_batch,
+        min_message_batch_size=min_batch,
+        max_batch_wait_time=batch_wait,
+    )
+
+
+def _singleton_options(section: Mapping[str, Any]) -> SingletonOptions:
+    defaults = SingletonOptions()
+    period = timespan(section.get("listenerLockPeriod"), defaults.listener_lock_period)
+    if not 15 <= period <= 60:
+        # A blob lease lasts 15 to 60 seconds; the SDK refuses other periods too.
+        raise HostConfigurationError(
+            f"host.json: singleton.listenerLockPeriod must be 00:00:15 to 00:01:00, not {period} s"
+        )
+    return SingletonOptions(
+        listener_lock_period=period,
+        listener_lock_recovery_polling_interval=timespan(
+            section.get("listenerLockRecoveryPollingInterval"),
+            defaults.listener_lock_recovery_polling_interval,
+        ),
     )
 
 

@@ -11,11 +11,17 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from .config import HostConfigurationError, resolve
 from .rpc import messages, typed_data
-from .worker import Worker
+
+
+class Worker(Protocol):
+    """What invokes a function: the worker in this process, or a pool of worker processes."""
+
+    def invoke(self, invocation: Any) -> Any: ...
+
 
 logger = logging.getLogger("localdev.host")
 

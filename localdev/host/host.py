@@ -32,8 +32,10 @@ from .runtime_rules import (
 from .servicebus import ServiceBusListener
 from .servicebus_binding import check_supported
 from .settlement import SettlementRegistry, SettlementServer
+from .singleton import ListenerLock, host_id, listener_lock_id
 from .timers import TimerListener
 from .worker import SCRIPT_FILE_SETTING, Worker, point_settlement_client
+from .worker_channel import EventStreams, WorkerPool, worker_process_count
 
 logger = logging.getLogger("localdev.host")
 
@@ -41,6 +43,9 @@ logger = logging.getLogger("localdev.host")
 MASTER_KEY_SETTING = "FUNCTIONS_MASTER_KEY"
 HOST_KEY_SETTING = "FUNCTIONS_HOST_KEY"
 FUNCTION_KEY_PREFIX = "FUNCTIONS_KEY_"  # FUNCTIONS_KEY_<function name>: that function's key
+# "true": the worker runs in processes of its own (FUNCTIONS_WORKER_PROCESS_COUNT of them, 1 by
+# default, as in Azure), over the host's gRPC server; else in the host's process.
+WORKER_PROCESSES_SETTING = "LOCALDEV_WORKER_PROCESSES"
 # The Functions host's setting for the largest request body, in bytes.
 BODY_LIMIT_SETTING = "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"
 _TRIGGERS = {SERVICE_BUS_TRIGGER, HTTP_TRIGGER, TIMER_TRIGGER, QUEUE_TRIGGER}
@@ -68,7 +73,11 @@ class LocalHost:
     As in Azure (``runtime_rules.py``): an app whose ``requirements.txt`` pins another
     ``azure-functions-runtime`` than the installed one is refused, and with
     ``PYTHON_THREADPOOL_THREAD_COUNT`` unset the worker gets the thread pool Azure would give it
-    on an instance of ``instance_cpus`` vCPUs, not one sized from this machine's CPUs."""
+    on an instance of ``instance_cpus`` vCPUs, not one sized from this machine's CPUs.
+
+    ``worker_processes``: run the worker in processes of its own, as the Functions host does
+    (``worker_channel.py``; FUNCTIONS_WORKER_PROCESS_COUNT of them); None reads
+    LOCALDEV_WORKER_PROCESSES from the settings (default: in this process)."""
 
     def __init__(
         self,
@@ -82,6 +91,7 @@ class LocalHost:
         functions: Iterable[str] | None = None,
         http_read_timeout: float = DEFAULT_READ_TIMEOUT,
         instance_cpus: int = AZURE_INSTANCE_CPUS,
+        worker_processes: bool | None = None,
     ) -> None:
         self.script = Path(app).resolve()
         if not self.script.is_file():
@@ -107,10 +117,17 @@ class LocalHost:
         # Used for the master and host keys that the settings leave unset.
         self._generated_keys = (secrets.token_urlsafe(32), secrets.token_urlsafe(32))
         self.function_keys = self._keys()
-        self._settlement = SettlementServer(SettlementRegistry())
+        if worker_processes is None:
+            flag = self.settings.get(WORKER_PROCESSES_SETTING, "").strip().lower()
+            worker_processes = flag in ("1", "true", "yes")
+        self.worker_processes = worker_processes
+        self._streams = EventStreams()
+        self._settlement = SettlementServer(
+            SettlementRegistry(), handlers=[self._streams.handler()] if worker_processes else []
+        )
         self._listeners: list[_Listener] = []
         self._http: HttpFrontEnd | None = None
-        self._worker: Worker | None = None
+        self._worker: Worker | WorkerPool | None = None
         self.timers: dict[str, TimerListener] = {}
         self._started = False
 
@@ -132,14 +149,24 @@ class LocalHost:
         self._saved_cwd = os.getcwd()
         os.environ.update(self._given_settings)
         try:
-            self._worker = worker_process.acquire(self)
-            indexed = self._worker.index(self.script, dict(os.environ))
-            self.functions = discover(indexed, self.settings, worker=self._worker, only=self._only)
+            worker: Worker | WorkerPool
+            if self.worker_processes:
+                # The worker processes connect to the server: it runs before they start.
+                self._settlement.start()
+                worker = WorkerPool(
+                    worker_process_count(self.settings), self._streams, self._settlement.address
+                )
+            else:
+                worker = worker_process.acquire(self)
+            self._worker = worker
+            indexed = worker.index(self.script, dict(os.environ))
+            self.functions = discover(indexed, self.settings, worker=worker, only=self._only)
             by_type = self._by_type()
-            self._worker.load(spec.metadata for spec in self.functions)
+            worker.load(spec.metadata for spec in self.functions)
             self.function_keys = self._keys()
-            self._settlement.start()
-            point_settlement_client(self._settlement.address)
+            if not self.worker_processes:
+                self._settlement.start()
+                point_settlement_client(self._settlement.address)
             self._create_listeners(by_type)
             for listener in self._listeners:
                 listener.start()
@@ -186,7 +213,7 @@ class LocalHost:
                 )
             )
         for spec in by_type.get(TIMER_TRIGGER, []):
-            timer = TimerListener(spec)
+            timer = TimerListener(spec, self._listener_lock(spec))
             self.timers[spec.name] = timer
             self._listeners.append(timer)
         if by_type.get(HTTP_TRIGGER):
@@ -201,19 +228,36 @@ class LocalHost:
             )
             self._listeners.append(self._http)
 
+    def _listener_lock(self, spec: FunctionSpec) -> ListenerLock | None:
+        """The listener's singleton lock in AzureWebJobsStorage (None without that setting:
+        the Functions host then keeps its locks in memory, for one instance)."""
+        try:
+            storage = connection_string("AzureWebJobsStorage", self.settings)
+        except HostConfigurationError:
+            logger.debug("%s: no AzureWebJobsStorage, so no singleton lock", spec.name)
+            return None
+        singleton = self.options.singleton
+        return ListenerLock(
+            storage,
+            listener_lock_id(host_id(self.settings, self.script), spec.name),
+            period=singleton.listener_lock_period,
+            recovery_interval=singleton.listener_lock_recovery_polling_interval,
+        )
+
     def stop(self) -> None:
-        """Stop every trigger (in-flight invocations finish, bounded), then settlement, then
-        the worker's invocations; put the environment and the working directory back."""
+        """Stop every trigger (in-flight invocations finish, bounded), then the worker, then
+        the gRPC server (settlement); put the environment and the working directory back."""
         for listener in reversed(self._listeners):
             try:
                 listener.stop(self.drain_timeout)
             except Exception:
                 logger.exception("Stopping %r failed", listener)
         self._listeners.clear()
-        self._settlement.stop()
+        # The worker first: what still runs in it may settle through the server.
         if self._worker is not None:
             self._worker.finish()
             self._worker = None
+        self._settlement.stop()
         worker_process.release(self)
         if self._saved_cwd is not None:
             os.chdir(self._saved_cwd)

@@ -46,7 +46,7 @@ from azure.servicebus.exceptions import (
 from .config import ServiceBusOptions
 from .functions import FunctionSpec
 from .receivers import BlockingReceiver, LoopReceiver
-from .servicebus_binding import invoke_with_message
+from .servicebus_binding import invoke_with_message, invoke_with_messages, is_batch
 from .settlement import HeldMessage, HeldSession, SettlementServer
 
 logger = logging.getLogger("localdev.host")
@@ -77,6 +77,7 @@ class ServiceBusListener:
         self.queue_name = str(spec.setting("queueName") or spec.setting("topicName"))
         self._subscription = spec.setting("subscriptionName")
         self.sessions = bool(spec.setting("isSessionsEnabled", False))
+        self.batch = is_batch(spec)
         own = spec.setting("autoCompleteMessages")
         self.auto_complete = options.auto_complete_messages if own is None else bool(own)
         # One TLS context for every connection of the trigger: without it the SDK builds one
@@ -95,8 +96,14 @@ class ServiceBusListener:
         )
         self._options = options
         self._settlement = settlement
+        # The extension's batch receive loop runs one batch at a time (one session at a time
+        # with sessions): ServiceBusListener.RunBatchReceiveLoopAsync.
         self._workers = (
-            options.max_concurrent_sessions if self.sessions else options.max_concurrent_calls
+            1
+            if self.batch
+            else options.max_concurrent_sessions
+            if self.sessions
+            else options.max_concurrent_calls
         )
         self._invocations = ThreadPoolExecutor(
             max_workers=self._workers, thread_name_prefix=spec.name
@@ -142,7 +149,10 @@ class ServiceBusListener:
         self._loop = asyncio.get_running_loop()
         self._stopping = self._loop.create_future()
         client = self._client
-        target = self._session_slot if self.sessions else self._message_worker
+        if self.sessions:
+            target = self._session_slot
+        else:
+            target = self._batch_worker if self.batch else self._message_worker
         workers = [asyncio.create_task(target(client)) for _ in range(self._workers)]
         self._ready.set()
         try:
@@ -204,8 +214,9 @@ class ServiceBusListener:
         renewing = asyncio.create_task(
             renewal.keep(receiver.session.renew_lock, receiver.session.locked_until_utc)
         )
+        drain = self._drain_session_batches if self.batch else self._drain_session
         try:
-            await self._drain_session(receiver, session, renewal)
+            await drain(receiver, session, renewal)
         except (ServiceBusConnectionError, ServiceBusCommunicationError) as error:
             self._outage.failed(error)  # the broker is gone: the accept that follows says more
         except ServiceBusError as error:
@@ -242,7 +253,85 @@ class ServiceBusListener:
                 return
             idle_until = time.monotonic() + self._options.session_idle_timeout
 
+    async def _drain_session_batches(
+        self, receiver: ServiceBusReceiver, session: HeldSession, renewal: _Renewal
+    ) -> None:
+        """Batches of one session (cardinality many), as the extension's batch loop takes
+        them: up to maxMessageBatchSize messages per invocation; with minMessageBatchSize
+        above 1, messages wait for more until there are that many or maxBatchWaitTime has
+        passed since the first of them; when the session is idle for sessionIdleTimeout (or
+        the function releases it) what is left is dispatched and the session let go."""
+        batches = _Batches(self._options)
+        last_message = time.monotonic()
+        while (idle := self._options.session_idle_timeout - (time.monotonic() - last_message)) > 0:
+            wait = min(idle, batches.wait()) if batches.cached else idle
+            received = await self._unless_stopped(
+                functools.partial(
+                    receiver.receive_messages, max_message_count=batches.room(), max_wait_time=wait
+                )
+            )
+            if received is None:
+                return  # the host is stopping: cached messages go back when the session closes
+            if received:
+                batches.add(received)
+                last_message = time.monotonic()
+                renewal.extend()
+            while (batch := batches.ready()) is not None:
+                await self._invoke_batch(batch, session.receiver, session)
+                if session.release_requested:
+                    if rest := batches.rest():
+                        await self._invoke_batch(rest, session.receiver, session)
+                    return
+        if rest := batches.rest():
+            await self._invoke_batch(rest, session.receiver, session)
+
     # -- plain queues -----------------------------------------------------------------------
+
+    async def _batch_worker(self, client: ServiceBusClient) -> None:
+        """A plain queue's batch trigger (cardinality many): one batch at a time, as above;
+        each message's lock renewed while its batch's invocation runs."""
+        assert self._loop is not None
+        receiver = self._receiver(client, max_wait_time=_WAIT_SECONDS)
+        blocking = LoopReceiver(receiver, self._loop)
+        batches = _Batches(self._options)
+        try:
+            while not self._stopped():
+                wait = batches.wait() if batches.cached else _WAIT_SECONDS
+                try:
+                    received = await self._unless_stopped(
+                        functools.partial(
+                            receiver.receive_messages,
+                            max_message_count=batches.room(),
+                            max_wait_time=wait,
+                        )
+                    )
+                except ServiceBusError as error:
+                    self._outage.failed(error)
+                    await self._unless_stopped(lambda: asyncio.sleep(_RETRY_SECONDS))
+                    continue
+                if received is None:
+                    return
+                self._outage.recovered()
+                batches.add(received)
+                while (batch := batches.ready()) is not None:
+                    renewals = [
+                        asyncio.create_task(
+                            _Renewal(self._options.max_auto_lock_renewal_duration).keep(
+                                functools.partial(receiver.renew_message_lock, message),
+                                message.locked_until_utc,
+                            )
+                        )
+                        for message in batch
+                    ]
+                    try:
+                        await self._invoke_batch(batch, blocking, None)
+                    except Exception:
+                        logger.exception("%s: a batch of %d messages", self.spec.name, len(batch))
+                    finally:
+                        for renewing in renewals:
+                            renewing.cancel()
+        finally:
+            self._close_later(receiver)
 
     async def _message_worker(self, client: ServiceBusClient) -> None:
         """One of maxConcurrentCalls: receive a message, run the function, again."""
@@ -330,6 +419,17 @@ class ServiceBusListener:
             self._invocations, self._process, message, receiver, session
         )
 
+    async def _invoke_batch(
+        self,
+        batch: list[ServiceBusReceivedMessage],
+        receiver: BlockingReceiver,
+        session: HeldSession | None,
+    ) -> None:
+        assert self._loop is not None
+        await self._loop.run_in_executor(
+            self._invocations, self._process_batch, batch, receiver, session
+        )
+
     # -- one message (on an invocation thread) ----------------------------------------------
 
     def _process(
@@ -367,6 +467,97 @@ class ServiceBusListener:
                     )
         finally:
             registry.drop_message(held)
+
+    def _process_batch(
+        self,
+        batch: list[ServiceBusReceivedMessage],
+        receiver: BlockingReceiver,
+        session: HeldSession | None,
+    ) -> None:
+        """Run a batch trigger, then settle each message the function left unsettled: all
+        completed after a success (autoCompleteMessages), all abandoned after a failure
+        (TriggerAndCompleteMessagesInternal)."""
+        held = [
+            HeldMessage(
+                message=message,
+                receiver=receiver,
+                lock=session.lock if session else threading.RLock(),
+                session=session,
+            )
+            for message in batch
+        ]
+        registry = self._settlement.registry
+        for each in held:
+            registry.hold_message(each)
+        try:
+            outcome = invoke_with_messages(self.spec, batch, entity=self.queue_name)
+            if outcome.succeeded and not self.auto_complete:
+                return
+            for each in held:
+                with each.lock:
+                    if each.settled:
+                        continue
+                    operation = (
+                        receiver.complete_message if outcome.succeeded else receiver.abandon_message
+                    )
+                    try:
+                        operation(each.message)
+                        each.settled = True
+                    except ServiceBusError as error:
+                        logger.warning(
+                            "%s: settling message %s of a batch failed: %s",
+                            self.spec.name,
+                            each.message.message_id,
+                            error,
+                        )
+        finally:
+            for each in held:
+                registry.drop_message(each)
+
+
+class _Batches:
+    """The messages a batch trigger has received and not dispatched yet, and when they make
+    a batch (the extension's ServiceBusMessageManager and MonitorCache): at once with
+    minMessageBatchSize 1; else once there are that many, or maxBatchWaitTime after the first
+    of them; never more than maxMessageBatchSize in one."""
+
+    def __init__(self, options: ServiceBusOptions) -> None:
+        self._options = options
+        self._cached: list[ServiceBusReceivedMessage] = []
+        self._since = 0.0
+
+    @property
+    def cached(self) -> bool:
+        return bool(self._cached)
+
+    def room(self) -> int:
+        return max(self._options.max_message_batch_size - len(self._cached), 1)
+
+    def wait(self) -> float:
+        """How long a receive may wait before the cached messages are due."""
+        due = self._since + self._options.max_batch_wait_time - time.monotonic()
+        return max(due, 0.05)
+
+    def add(self, received: list[ServiceBusReceivedMessage]) -> None:
+        if received and not self._cached:
+            self._since = time.monotonic()
+        self._cached.extend(received)
+
+    def ready(self) -> list[ServiceBusReceivedMessage] | None:
+        if not self._cached:
+            return None
+        full = len(self._cached) >= self._options.min_message_batch_size
+        waited = time.monotonic() - self._since >= self._options.max_batch_wait_time
+        if not (full or waited):
+            return None
+        size = self._options.max_message_batch_size
+        batch, self._cached = self._cached[:size], self._cached[size:]
+        self._since = time.monotonic()
+        return batch
+
+    def rest(self) -> list[ServiceBusReceivedMessage]:
+        rest, self._cached = self._cached, []
+        return rest
 
 
 class _Renewal:

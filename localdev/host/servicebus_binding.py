@@ -64,15 +64,20 @@ _LONGS = {b"x-opt-sequence-number", b"x-opt-enqueue-sequence-number"}
 
 
 def check_supported(spec: FunctionSpec) -> None:
-    """The host hands messages over as SDK types only, one message per invocation."""
+    """The host hands messages over as SDK types only (one, or a list of them)."""
     if not spec.supports_deferred_binding:
         raise HostConfigurationError(
             f"{spec.name}: the local host passes Service Bus messages as the SDK type only; "
             "annotate the trigger parameter with "
-            "azurefunctions.extensions.bindings.servicebus.ServiceBusReceivedMessage."
+            "azurefunctions.extensions.bindings.servicebus.ServiceBusReceivedMessage "
+            "(or a list of them with cardinality many)."
         )
-    if str(spec.setting("cardinality", "one")).lower() != "one":
-        raise HostConfigurationError(f"{spec.name}: the local host does not run batch triggers.")
+    if str(spec.setting("cardinality", "one")).lower() not in ("one", "many"):
+        raise HostConfigurationError(f"{spec.name}: cardinality is one or many.")
+
+
+def is_batch(spec: FunctionSpec) -> bool:
+    return str(spec.setting("cardinality", "one")).lower() == "many"
 
 
 def dotnet_delivery_count(message: ServiceBusReceivedMessage) -> int:
@@ -112,6 +117,46 @@ def invoke_with_message(
             f"\n  Trigger Details: MessageId: {message.message_id}, SequenceNumber: "
             f"{message.sequence_number}, DeliveryCount: {dotnet_delivery_count(message)}, "
             f"SessionId: {message.session_id}"
+        ),
+    )
+
+
+def invoke_with_messages(
+    spec: FunctionSpec, batch: list[ServiceBusReceivedMessage], *, entity: str
+) -> Outcome:
+    """Invoke a batch trigger (cardinality many) with ``batch`` as the Functions host does:
+    ``CollectionModelBindingData`` holding each message's ``ModelBindingData``, and the
+    extension's batch binding data (each single message's value in a ``<name>Array``)."""
+    try:
+        data = messages.TypedData(
+            collection_model_binding_data=messages.CollectionModelBindingData(
+                model_binding_data=[
+                    messages.ModelBindingData(
+                        version=BINDING_VERSION,
+                        source=BINDING_SOURCE,
+                        content_type=BINDING_CONTENT_TYPE,
+                        content=binding_content(message),
+                    )
+                    for message in batch
+                ]
+            )
+        )
+        each = [binding_data(message) for message in batch]
+        metadata = typed_metadata({f"{name}Array": [b[name] for b in each] for name in each[0]})
+    except Exception as error:
+        logger.exception("%s: a batch of %d messages cannot be bound", spec.name, len(batch))
+        return Outcome(succeeded=False, error=f"{type(error).__name__}: {error}")
+    properties = batch[0].application_properties or {}
+    return invoke(
+        spec,
+        data,
+        trigger_metadata=metadata,
+        reason=f"New ServiceBus message detected on '{entity}'.",
+        trace_parent=_property(properties, "traceparent") or _property(properties, "Diagnostic-Id"),
+        trace_state=_property(properties, "tracestate"),
+        log_detail=(
+            f"\n  Trigger Details: MessageCount: {len(batch)}, MessageIds: "
+            f"{', '.join(str(m.message_id) for m in batch)}, SessionId: {batch[0].session_id}"
         ),
     )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any
@@ -230,15 +230,26 @@ def _empty() -> Empty:
 
 
 class SettlementServer:
-    """The Settlement gRPC server on 127.0.0.1 (a free port), and the
-    ``ServiceBusMessageActions`` that functions get, wired to it."""
+    """The host's gRPC server on 127.0.0.1 (a free port): the Settlement service, the
+    ``FunctionRpc`` event streams of worker processes when ``handlers`` carries them (one
+    server for both, as the Functions host's), and the ``ServiceBusMessageActions`` that
+    functions get, wired to it."""
 
-    def __init__(self, registry: SettlementRegistry, *, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        registry: SettlementRegistry,
+        *,
+        host: str = "127.0.0.1",
+        handlers: Sequence[grpc.GenericRpcHandler] = (),
+    ) -> None:
         self.registry = registry
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
+        # Worker processes' event streams (``handlers``) each hold a thread of the pool.
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=32 + 16))
         settlement_pb2_grpc.add_SettlementServicer_to_server(
             SettlementServicer(registry), self._server
         )
+        if handlers:
+            self._server.add_generic_rpc_handlers(tuple(handlers))
         self.port = self._server.add_insecure_port(f"{host}:0")
         self.address = f"{host}:{self.port}"
         self._channel: grpc.Channel | None = None

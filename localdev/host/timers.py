@@ -1,9 +1,11 @@
 """Timer triggers: NCRONTAB schedules with seconds (``second minute hour day month
 day-of-week``, UTC) or a TimeSpan interval (``hh:mm:ss``), runOnStartup, and the past-due flag.
 
-One timer function never runs twice at once (the host holds a singleton lock per timer). When an
-invocation overruns one or more occurrences, the host runs once more at once with
-``past_due=True`` instead of catching up every missed occurrence.
+One timer function never runs twice at once. When an invocation overruns one or more
+occurrences, the host runs once more at once with ``past_due=True`` instead of catching up every
+missed occurrence. Across instances of the app (hosts on one AzureWebJobsStorage) a timer runs
+on one of them: its listener runs only while that instance holds the listener's singleton lock
+(``singleton.py``), as in Azure; without AzureWebJobsStorage there is no lock (one instance).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from croniter import croniter
 from .config import HostConfigurationError, timespan
 from .functions import FunctionSpec, invoke
 from .rpc import typed_data
+from .singleton import ListenerLock
 
 logger = logging.getLogger("localdev.host")
 
@@ -54,8 +57,9 @@ class Schedule:
 
 
 class TimerListener:
-    def __init__(self, spec: FunctionSpec) -> None:
+    def __init__(self, spec: FunctionSpec, lock: ListenerLock | None = None) -> None:
         self.spec = spec
+        self.lock = lock
         self.schedule = Schedule(str(spec.setting("schedule")))
         self.run_on_startup = bool(spec.setting("runOnStartup", False))
         self._stopping = threading.Event()
@@ -73,6 +77,36 @@ class TimerListener:
         return self.schedule.next_after(datetime.now(UTC))
 
     def _run(self) -> None:
+        try:
+            while self._acquired():
+                self._run_schedule()
+        except Exception:
+            logger.exception("%s: the timer stopped", self.spec.name)
+        finally:
+            if self.lock is not None:
+                self.lock.release()
+
+    def _acquired(self) -> bool:
+        """Wait until this instance holds the listener lock (at once without one); False when
+        the host stops first."""
+        while not self._stopping.is_set():
+            if self.lock is None:
+                return True
+            try:
+                if self.lock.acquire():
+                    return True
+            except Exception as error:  # storage unreachable: try again later
+                logger.warning("%s: the singleton lock cannot be taken: %s", self.spec.name, error)
+            if self._stopping.wait(self.lock.recovery_interval):
+                return False
+        return False
+
+    def _holds_lock(self) -> bool:
+        return self.lock is None or self.lock.held
+
+    def _run_schedule(self) -> None:
+        """The schedule, while the lock is held (its listener starts when the lock is taken,
+        runOnStartup included, as in the host)."""
         due = self.schedule.next_after(datetime.now(UTC))
         if self.run_on_startup:
             self._fire(scheduled=datetime.now(UTC), past_due=False, reason="startup")
@@ -82,6 +116,8 @@ class TimerListener:
             wait = (due - datetime.now(UTC)).total_seconds()
             if wait > 0 and self._stopping.wait(wait):
                 return
+            if not self._holds_lock():
+                return  # lost: another instance may run this occurrence
             self._fire(scheduled=due, past_due=late, reason="timer")
             due, late = self._following(due)
 

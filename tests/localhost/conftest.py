@@ -56,6 +56,9 @@ SESSION_QUEUES = (
     "sessions-outlast-drain",
     "sessions-fields",
     "sessions-threads",
+    "sessions-batch",
+    "sessions-batch-min",
+    "sessions-batch-fail",
 )
 PLAIN_QUEUES = (
     "plain-tasks",
@@ -67,6 +70,9 @@ PLAIN_QUEUES = (
     "plain-no-renewal",
     "plain-manual",
     "plain-renewal-limit",
+    "plain-batch",
+    "plain-batch-renewal",
+    "plain-worker-process",
 )
 
 # Queues whose lock outlasts the test's checks, so that only the host lets go of a session;

@@ -4,11 +4,17 @@ saw in ``SEEN`` and does what the message or request asks (sleep, fail, settle, 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import threading
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
-from typing import Any
+
+# A batch trigger's parameter is typing.List[...]: the worker (azure-functions-runtime 1.3)
+# refuses the builtin list[...] ("invalid non-type annotation"): its generic-type check knows
+# only typing's aliases.
+from typing import Any, List  # noqa: UP035
 
 import azure.functions as func
 from azurefunctions.extensions.bindings.servicebus import (
@@ -193,6 +199,64 @@ def plain_tasks(
     _run_command("plain_tasks", message, message_actions, context)
 
 
+def _run_batch(
+    name: str, messages: list[ServiceBusReceivedMessage], actions: ServiceBusMessageActions
+) -> None:
+    """A batch (cardinality many): records the batch's session and sequence numbers ("n"),
+    then settles each message its body asks to ({"settle": "deadletter"}); {"fail_once": true}
+    in any of them fails the whole invocation the first time that message is seen;
+    {"release": true} releases the session."""
+    commands = [
+        json.loads(b"".join(m.body) if not isinstance(m.body, bytes) else m.body) for m in messages
+    ]
+    before = {i for call in SEEN.of(name) for i in call["message_ids"]}
+    SEEN.add(
+        name,
+        session_ids=[m.session_id for m in messages],
+        sequence=[c.get("n") for c in commands],
+        message_ids=[m.message_id for m in messages],
+    )
+    for message, command in zip(messages, commands, strict=True):
+        if command.get("sleep"):
+            time.sleep(float(command["sleep"]))
+        if command.get("settle") == "deadletter":
+            actions.deadletter(message, deadletter_reason="Asked")
+        if command.get("release"):
+            actions.release_session(str(message.session_id))
+    if any(
+        command.get("fail_once") and message.message_id not in before
+        for message, command in zip(messages, commands, strict=True)
+    ):
+        raise RuntimeError("the batch asked to fail")
+
+
+@app.service_bus_queue_trigger(
+    arg_name="messages",
+    queue_name="%SESSION_BATCH_QUEUE%",
+    connection="ServiceBusConnection",
+    is_sessions_enabled=True,
+    cardinality=func.Cardinality.MANY,
+)
+def session_batches(
+    messages: List[ServiceBusReceivedMessage],  # noqa: UP006 (see the import of List)
+    message_actions: ServiceBusMessageActions,
+) -> None:
+    _run_batch("session_batches", messages, message_actions)
+
+
+@app.service_bus_queue_trigger(
+    arg_name="messages",
+    queue_name="%PLAIN_BATCH_QUEUE%",
+    connection="ServiceBusConnection",
+    cardinality=func.Cardinality.MANY,
+)
+def plain_batches(
+    messages: List[ServiceBusReceivedMessage],  # noqa: UP006 (see the import of List)
+    message_actions: ServiceBusMessageActions,
+) -> None:
+    _run_batch("plain_batches", messages, message_actions)
+
+
 # -- HTTP -------------------------------------------------------------------------------------
 
 
@@ -254,6 +318,13 @@ async def traced(req: func.HttpRequest, context: func.Context) -> func.HttpRespo
         current_trace_id=trace.format_trace_id(current.trace_id) if current.is_valid else None,
     )
     return func.HttpResponse(status_code=204)
+
+
+@app.route(route="whoami", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+def whoami(req: func.HttpRequest) -> func.HttpResponse:
+    """The worker's process id, and a log line the host should show."""
+    logging.getLogger("sample_app").warning("whoami from process %d", os.getpid())
+    return func.HttpResponse(str(os.getpid()))
 
 
 @app.route(route="boom", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
