@@ -133,13 +133,13 @@ def order(email: str, name: str) -> Order:
 
 ACCEPTED = {
     "non-ASCII name": ("ada@example.com", "Zoë Ünïcødé 山田太郎 Ωμέγα"),
-    "emoji and a right-to-left override": ("ada@example.com", "\u202eAda 🚀👩🏽‍💻"),
+    "emoji and right-to-left script": ("ada@example.com", "Ada 🚀👩🏽‍💻 עדה علي"),
     "256 characters, one word": ("ada@example.com", "x" * 256),
     "control characters and a line break": ("ada@example.com", "A\x00da\x1b[1m\r\nBcc: e@x.io"),
     "non-ASCII local part and domain": ("jösé@exämple.com", "José"),
     "emoji local part": ("🚀@example.com", "Ada"),
     "non-ASCII domain only": ("ada@bücher.example", "Ada"),
-    "specials and quotes in the local part": ('a<b>,"c"\\d@example.com', "Ada"),
+    "specials in the local part": ("a<b>,c!#$%&'*+/=?^_`{|}~d@example.com", "Ada"),
     "the longest local part": ("é" * 32 + "@example.com", "Ada"),
 }
 
