@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .catalog import Catalog
+from .clock import now_ms
 from .config import NamespaceConfig
 from .dead_letters import DeadLetters
 from .entities import TOPIC, Consumer, Entities, Entity
@@ -33,7 +34,7 @@ from .recovery import restore
 from .routing import Router
 from .session_locks import SessionLocks, deliverable
 from .store import MemoryStore, SqliteStore, Store
-from .timers import Timers, now_ms
+from .timers import Timers
 
 log = logging.getLogger(__name__)
 

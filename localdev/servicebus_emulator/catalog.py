@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from .clock import now_ms
 from .config import ConfigError, SubscriptionConfig, TopicConfig, queue_config
 from .descriptions import Description, read_entity, read_rule
 from .entities import QUEUE, SUBSCRIPTION, TOPIC, Entity
 from .rules import DEFAULT, DEFAULT_RULE, RuleConfig
 from .sql_filter import SqlFilterError
 from .store import Store
-from .timers import now_ms
 
 if TYPE_CHECKING:
     from .broker import Broker

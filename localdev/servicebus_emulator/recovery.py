@@ -13,9 +13,9 @@ import heapq
 import logging
 from typing import TYPE_CHECKING
 
+from .clock import now_ms
 from .message import ACTIVE, SCHEDULED
 from .store import SqliteStore
-from .timers import now_ms
 
 if TYPE_CHECKING:
     from .broker import Broker
