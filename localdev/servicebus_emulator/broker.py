@@ -77,10 +77,10 @@ class Broker:
         self.router = Router(
             self.entities, self.store, self.timers, self.dead_letters, self.enqueue
         )
-        self.catalog = Catalog(self, self.store)
+        self.catalog = Catalog(self.entities, self.locks, self.store)
         if isinstance(self.store, SqliteStore):
             self.catalog.replay()  # entities the management API changed, then their messages
-            restore(self, self.store)
+            restore(self.store, self.entities, self.router, self.timers, self.redeliver)
 
     def entity(self, path: str) -> Entity:
         return self.entities.entity(path)
