@@ -74,6 +74,9 @@ class AmqpSession:
             ]
         self.send(FLOW, fields)
 
+    def receiver(self, name: str | None) -> OutboundLink | None:
+        return next((link for link in self.outbound.values() if link.name == name), None)
+
     def new_handle(self) -> int:
         handle = 0
         while handle in self.handles:
