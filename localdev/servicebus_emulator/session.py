@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import struct
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import attach, inbound, settlement
 from .codec import Described, UInt, ULong, encode
@@ -30,13 +30,25 @@ from .message import Message
 
 if TYPE_CHECKING:
     from .broker import Broker
-    from .connection import Connection
 
 log = logging.getLogger(__name__)
 
 
+class Transport(Protocol):
+    """The AMQP connection a session is on, as the session uses it."""
+
+    broker: Broker
+    remote_max_frame: int  # the largest frame the client takes
+
+    def write(self, data: bytes) -> None:
+        """Queue bytes for the socket."""
+
+    def flush(self) -> None:
+        """Write what is queued now, the store committed first."""
+
+
 class AmqpSession:
-    def __init__(self, connection: Connection, channel: int, remote_channel: int) -> None:
+    def __init__(self, connection: Transport, channel: int, remote_channel: int) -> None:
         self.connection = connection
         self.channel = channel
         self.remote_channel = remote_channel
