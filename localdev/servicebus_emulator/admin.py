@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 from . import atom
 from .atom import AtomError
 from .catalog import RULE, Catalog, ManagementError
+from .clock import now_ms
 from .descriptions import render_entity, render_rule
 from .entities import QUEUE, SUBSCRIPTION, TOPIC, Entity
 from .http_server import Request, Response
-from .timers import now_ms
 
 if TYPE_CHECKING:
     from .broker import Broker

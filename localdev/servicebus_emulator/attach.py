@@ -1,6 +1,6 @@
 """Link attach and detach on an AMQP session: which entity or node a link is for, Service Bus's
-way of refusing one, session receivers (named, or waiting for the next available session), and
-what a detach ends (a session lock does, message locks do not).
+way of refusing one, and session receivers (named, or waiting for the next available session).
+What a detach ends (a session lock does, message locks do not) is AmqpSession.forget's.
 """
 
 from __future__ import annotations
@@ -198,34 +198,12 @@ def refuse(
 ) -> None:
     """Service Bus's refusal: an attach with null source and target, then a detach."""
     amqp.send(ATTACH, [link.name, UInt(link.handle), role, None, None, None, None])
-    forget(amqp, link)
+    amqp.forget(link)
     amqp.send(
         DETACH,
         [UInt(link.handle), True, error(condition or failure.condition, failure.description)],
     )
     amqp.handles.discard(link.handle)
-
-
-def forget(amqp: AmqpSession, link: Link) -> None:
-    if isinstance(link, OutboundLink):
-        amqp.outbound.pop(link.remote_handle, None)
-        if link.on_timeout is not None:
-            link.on_timeout.cancel()
-        if link.entity is not None:
-            amqp.broker.detach(link.entity, link)
-        for delivery_id in [d for d, (owner, _) in amqp.unsettled.items() if owner is link]:
-            del amqp.unsettled[delivery_id]  # message locks outlive the link (SDK falls
-            # back to the management link), session locks do not (broker.detach)
-    else:
-        amqp.inbound.pop(link.remote_handle, None)
-
-
-def detach_link(amqp: AmqpSession, link: Link, failure: Described | None) -> None:
-    """Server-initiated detach of a live link (session lock lost)."""
-    forget(amqp, link)
-    amqp.send(DETACH, [UInt(link.handle), True, failure])
-    amqp.handles.discard(link.handle)
-    amqp.connection.flush()
 
 
 def on_detach(amqp: AmqpSession, fields: list[Any]) -> None:
@@ -234,6 +212,6 @@ def on_detach(amqp: AmqpSession, fields: list[Any]) -> None:
         return  # already detached by us; the client is answering our detach
     if isinstance(link, OutboundLink) and link.session_id is not None and link.attached:
         amqp.broker.operations.count(link.entity, "close session receiver")
-    forget(amqp, link)
+    amqp.forget(link)
     amqp.send(DETACH, [UInt(link.handle), True])
     amqp.handles.discard(link.handle)

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .catalog import Catalog
+from .clock import now_ms
 from .config import NamespaceConfig
 from .dead_letters import DeadLetters
 from .entities import TOPIC, Consumer, Entities, Entity
@@ -33,7 +34,7 @@ from .recovery import restore
 from .routing import Router
 from .session_locks import SessionLocks, deliverable
 from .store import MemoryStore, SqliteStore, Store
-from .timers import Timers, now_ms
+from .timers import Timers
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +77,10 @@ class Broker:
         self.router = Router(
             self.entities, self.store, self.timers, self.dead_letters, self.enqueue
         )
-        self.catalog = Catalog(self, self.store)
+        self.catalog = Catalog(self.entities, self.locks, self.store)
         if isinstance(self.store, SqliteStore):
             self.catalog.replay()  # entities the management API changed, then their messages
-            restore(self, self.store)
+            restore(self.store, self.entities, self.router, self.timers, self.redeliver)
 
     def entity(self, path: str) -> Entity:
         return self.entities.entity(path)

@@ -9,18 +9,15 @@ A deleted entity takes its messages with it; receivers attached to it are detach
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
+from .clock import now_ms
 from .config import ConfigError, SubscriptionConfig, TopicConfig, queue_config
 from .descriptions import Description, read_entity, read_rule
-from .entities import QUEUE, SUBSCRIPTION, TOPIC, Entity
+from .entities import QUEUE, SUBSCRIPTION, TOPIC, Entities, Entity
+from .message_locks import MessageLocks
 from .rules import DEFAULT, DEFAULT_RULE, RuleConfig
 from .sql_filter import SqlFilterError
 from .store import Store
-from .timers import now_ms
-
-if TYPE_CHECKING:
-    from .broker import Broker
 
 RULE = "rule"
 
@@ -39,9 +36,9 @@ def _missing(path: str) -> ManagementError:
 
 
 class Catalog:
-    def __init__(self, broker: Broker, store: Store) -> None:
-        self.broker = broker
-        self.entities = broker.entities
+    def __init__(self, entities: Entities, locks: MessageLocks, store: Store) -> None:
+        self.entities = entities
+        self.locks = locks  # a deleted entity's locked messages let go of their locks
         self.store = store
 
     # ------------------------------------------------------------------ lookups
@@ -193,7 +190,7 @@ class Catalog:
             if held is None:
                 continue
             for message in held.messages.values():
-                self.broker.locks.drop(held, message)
+                self.locks.drop(held, message)
             receivers = [*held.consumers, *(w for w, _ in held.waiters)]
             receivers += [s.owner for s in held.sessions.values() if s.owner is not None]
             held.messages.clear()

@@ -1,5 +1,6 @@
 """One AMQP connection per socket: protocol headers, SASL, open and close, heartbeats, and
-the frame parser that hands each frame to its session (session.py).
+the frame parser that hands each frame of a session to what handles it: attach.py, inbound.py,
+settlement.py, or the session itself (session.py).
 
 Frames are handled strictly in order (the SDK pipelines Open, Begin and its CBS attaches without
 waiting), each by a plain method that finishes before the next frame is read, so the broker
@@ -16,6 +17,7 @@ import socket
 import struct
 from typing import Any, cast
 
+from . import attach, inbound, settlement
 from .broker import Broker
 from .codec import Array, DecodeError, Described, UByte, UInt, UShort, decode
 from .framing import (
@@ -300,15 +302,15 @@ class Connection(asyncio.Protocol):
             raise ProtocolError("amqp:not-found", f"no session on channel {channel}")
         session = found
         if code == ATTACH:
-            session.on_attach(fields)
+            attach.on_attach(session, fields)
         elif code == FLOW:
             session.on_flow(fields)
         elif code == TRANSFER:
-            session.on_transfer(fields, payload)
+            inbound.on_transfer(session, fields, payload)
         elif code == DISPOSITION:
-            session.on_disposition(fields)
+            settlement.on_disposition(session, fields)
         elif code == DETACH:
-            session.on_detach(fields)
+            attach.on_detach(session, fields)
         elif code == END:
             session.end()
             del self.sessions[channel]

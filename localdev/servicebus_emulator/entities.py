@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from .clock import now_ms
 from .config import NamespaceConfig, QueueConfig, SubscriptionConfig, TopicConfig
 from .errors import EntityNotFound
 from .message import ACTIVE, DEFERRED, SCHEDULED, Message
 from .rules import Rule, RuleConfig, compile_rule
-from .timers import now_ms
 
 QUEUE, TOPIC, SUBSCRIPTION = "queue", "topic", "subscription"
 DEAD_LETTER_QUEUE = "$DeadLetterQueue"

@@ -25,6 +25,7 @@ from .message import Incoming, parse
 from .sections import DATA, InvalidMessage, sections
 
 if TYPE_CHECKING:
+    from .broker import Broker
     from .session import AmqpSession
 
 MAX_DELIVERY = 2 * 1024 * 1024
@@ -61,14 +62,16 @@ def on_transfer(amqp: AmqpSession, fields: list[Any], payload: memoryview) -> No
     link.received += 1
     if link.received % (LINK_CREDIT // 2) == 0:
         amqp.session_flow(link, delivery_count=link.received, link_credit=LINK_CREDIT)
-    outcome = _enqueue(amqp, link, data) if link.kind == "entity" else _request(amqp, link, data)
+    if link.kind == "entity":
+        outcome = _enqueue(amqp.broker, link, data)
+    else:
+        outcome = _request(amqp, link, data)
     if not settled and delivery_id is not None:
         amqp.send(DISPOSITION, [True, UInt(delivery_id), UInt(delivery_id), True, outcome])
 
 
-def _enqueue(amqp: AmqpSession, link: InboundLink, data: bytes) -> Described:
+def _enqueue(broker: Broker, link: InboundLink, data: bytes) -> Described:
     assert link.entity is not None
-    broker = amqp.broker
     try:
         if link.message_format == BATCH_FORMAT:
             messages: list[tuple[Incoming, int]] = []

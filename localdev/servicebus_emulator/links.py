@@ -1,19 +1,30 @@
 """The links of an AMQP session, as the emulator keeps them: inbound (the client sends messages
-or requests on it) and outbound (the emulator sends messages or replies on it)."""
+or requests on it) and outbound (the emulator sends messages or replies on it). A link reaches
+its session only through :class:`Sender`: what it sends there."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from .codec import Described
 from .entities import Entity
 from .framing import error
 from .message import Message
 
-if TYPE_CHECKING:
-    from .session import AmqpSession
+
+class Sender(Protocol):
+    """The AMQP session a link is on, as the link uses it: the frames it sends for the link."""
+
+    def deliver(
+        self, link: OutboundLink, message: Message, lock_token: uuid.UUID | None, locked_until: int
+    ) -> None:
+        """Transfer ``message`` on ``link`` (unsettled under ``lock_token``, if any)."""
+
+    def detach_link(self, link: Link, failure: Described | None) -> None:
+        """Detach ``link`` from the server's side, with ``failure`` as its error."""
 
 
 @dataclass(eq=False)
@@ -21,7 +32,7 @@ class Link:
     name: str
     remote_handle: int
     handle: int
-    session: AmqpSession
+    session: Sender
     kind: str  # "cbs" | "management" | "entity"
     address: str
     entity: Entity | None = None

@@ -10,17 +10,27 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .codec import Array, Described, Int, Long, Timestamp, decode_all
-from .entities import Entity
+from .entities import Consumer, Entity
 from .errors import BrokerError, MessageNotFound
 from .sections import AMQP_VALUE, APPLICATION_PROPERTIES, PROPERTIES, InvalidMessage, sections
 
 if TYPE_CHECKING:
-    from .session import AmqpSession
+    from .broker import Broker
 
 NO_FILTER = 253402300800000  # the SDK's "any time" for last-updated-time
+
+
+class Requester(Protocol):
+    """The AMQP session a management request came on, as the operations use it."""
+
+    @property
+    def broker(self) -> Broker: ...
+
+    def receiver(self, name: str | None) -> Consumer | None:
+        """This session's receive link called ``name`` (the request's associated link)."""
 
 
 @dataclass
@@ -103,7 +113,7 @@ def dead_letter_fields(failure: Any) -> tuple[str | None, str | None, dict[str, 
     )
 
 
-def handle(session: AmqpSession, entity: Entity, request: Request) -> Response:
+def handle(session: Requester, entity: Entity, request: Request) -> Response:
     operation = request.properties.get("operation")
     handler = _OPERATIONS.get(
         operation.removeprefix("com.microsoft:") if isinstance(operation, str) else ""
@@ -145,24 +155,24 @@ def _sequence_numbers(request: Request) -> list[int]:
     return numbers
 
 
-def renew_lock(session: AmqpSession, entity: Entity, request: Request) -> Response:
+def renew_lock(session: Requester, entity: Entity, request: Request) -> Response:
     expirations = [session.broker.locks.renew(token) for token in _tokens(request)]
     return Response(200, "OK", {"expirations": Array(0x83, tuple(expirations))})
 
 
-def renew_session_lock(session: AmqpSession, entity: Entity, request: Request) -> Response:
+def renew_session_lock(session: Requester, entity: Entity, request: Request) -> Response:
     sid = request.field("session-id", str)
     until = session.broker.sessions.renew(entity, sid, _link_name(request))
     return Response(200, "OK", {"expiration": Timestamp(until)})
 
 
-def get_session_state(session: AmqpSession, entity: Entity, request: Request) -> Response:
+def get_session_state(session: Requester, entity: Entity, request: Request) -> Response:
     sid = request.field("session-id", str)
     state = session.broker.sessions.state(entity, sid, _link_name(request))
     return Response(200, "OK", {"session-state": state})
 
 
-def set_session_state(session: AmqpSession, entity: Entity, request: Request) -> Response:
+def set_session_state(session: Requester, entity: Entity, request: Request) -> Response:
     sid = request.field("session-id", str)
     state = request.field("session-state", (bytes, str), required=False)
     if isinstance(state, str):
@@ -171,7 +181,7 @@ def set_session_state(session: AmqpSession, entity: Entity, request: Request) ->
     return Response(200, "OK")
 
 
-def peek_message(session: AmqpSession, entity: Entity, request: Request) -> Response:
+def peek_message(session: Requester, entity: Entity, request: Request) -> Response:
     start = request.field("from-sequence-number", int, required=False) or 1
     count = request.field("message-count", int, required=False) or 1
     messages = session.broker.peek(entity, start, max(1, min(count, 1000)), _session_id(request))
@@ -184,7 +194,7 @@ def peek_message(session: AmqpSession, entity: Entity, request: Request) -> Resp
     )
 
 
-def schedule_message(session: AmqpSession, entity: Entity, request: Request) -> Response:
+def schedule_message(session: Requester, entity: Entity, request: Request) -> Response:
     from .message import parse
 
     items = request.field("messages", list)
@@ -202,16 +212,16 @@ def schedule_message(session: AmqpSession, entity: Entity, request: Request) -> 
     return Response(200, "OK", {"sequence-numbers": Array(0x81, tuple(numbers))})
 
 
-def cancel_scheduled_message(session: AmqpSession, entity: Entity, request: Request) -> Response:
+def cancel_scheduled_message(session: Requester, entity: Entity, request: Request) -> Response:
     session.broker.cancel_scheduled(entity, _sequence_numbers(request))
     session.broker.store.commit()
     return Response(200, "OK")
 
 
-def receive_by_sequence_number(session: AmqpSession, entity: Entity, request: Request) -> Response:
+def receive_by_sequence_number(session: Requester, entity: Entity, request: Request) -> Response:
     mode = request.field("receiver-settle-mode", int, required=False)
     link_name = _link_name(request)
-    owner = next((link for link in session.outbound.values() if link.name == link_name), None)
+    owner = session.receiver(link_name)
     found = session.broker.receive_deferred(
         entity,
         _sequence_numbers(request),
@@ -231,7 +241,7 @@ def receive_by_sequence_number(session: AmqpSession, entity: Entity, request: Re
     return Response(200, "OK", {"messages": messages})
 
 
-def update_disposition(session: AmqpSession, entity: Entity, request: Request) -> Response:
+def update_disposition(session: Requester, entity: Entity, request: Request) -> Response:
     status = request.field("disposition-status", str)
     sid = _session_id(request)
     changes = properties_to_modify(request.field("properties-to-modify", dict, required=False))
@@ -257,7 +267,7 @@ def update_disposition(session: AmqpSession, entity: Entity, request: Request) -
     return Response(200, "OK")
 
 
-def get_message_sessions(session: AmqpSession, entity: Entity, request: Request) -> Response:
+def get_message_sessions(session: Requester, entity: Entity, request: Request) -> Response:
     skip = request.field("skip", int, required=False) or 0
     top = request.field("top", int, required=False) or 100
     if not entity.requires_session:

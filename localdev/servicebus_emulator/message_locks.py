@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import uuid
 
+from .clock import now_ms
 from .entities import Consumer, Entity
 from .errors import MessageLockLost, SessionLockLost
 from .message import Message
 from .store import Store
-from .timers import Timers, now_ms
+from .timers import Timers
 
 
 class MessageLocks:

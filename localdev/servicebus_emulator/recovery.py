@@ -11,32 +11,38 @@ from __future__ import annotations
 
 import heapq
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from .message import ACTIVE, SCHEDULED
+from .clock import now_ms
+from .entities import Entities, Entity
+from .message import ACTIVE, SCHEDULED, Message
+from .routing import Router
 from .store import SqliteStore
-from .timers import now_ms
-
-if TYPE_CHECKING:
-    from .broker import Broker
-    from .entities import Entity
-    from .message import Message
+from .timers import Timers
 
 log = logging.getLogger(__name__)
 
 
-def restore(broker: Broker, store: SqliteStore) -> None:
-    router = broker.router
+def restore(
+    store: SqliteStore,
+    entities: Entities,
+    router: Router,
+    timers: Timers,
+    redeliver: Callable[[Entity, Message], None],
+) -> None:
+    """Put what ``store`` kept back into ``entities`` (which already hold the config file's and
+    the management API's entities), ``router`` (sequence numbers, duplicate detection) and
+    ``timers``; a message a lock held when the process ended goes to ``redeliver``."""
     router.sequences.update(
-        {name: last for name, last in store.sequences().items() if broker.entities.get(name)}
+        {name: last for name, last in store.sequences().items() if entities.get(name)}
     )
     now = now_ms()
     for name, message_id, expires_at in store.duplicates():
-        if expires_at > now and broker.entities.get(name):
+        if expires_at > now and entities.get(name):
             router.duplicates.setdefault(name, {})[message_id] = expires_at
     interrupted: list[tuple[Entity, Message]] = []
     for name, message, locked in store.messages():
-        queue = broker.entities.get(name)
+        queue = entities.get(name)
         if queue is None:
             log.warning("dropping stored messages of %r: it does not exist any more", name)
             continue
@@ -46,7 +52,7 @@ def restore(broker: Broker, store: SqliteStore) -> None:
         if locked:
             interrupted.append((entity, message))
         elif message.state == SCHEDULED and message.scheduled_at:
-            broker.timers.add(message.scheduled_at, "due", entity, message.sequence_number)
+            timers.add(message.scheduled_at, "due", entity, message.sequence_number)
         elif message.state == ACTIVE:
             if entity.requires_session and message.session_id is not None:
                 heapq.heappush(
@@ -55,11 +61,11 @@ def restore(broker: Broker, store: SqliteStore) -> None:
             else:
                 heapq.heappush(entity.available, message.sequence_number)
         if message.expires_at is not None:
-            broker.timers.add(message.expires_at, "ttl", entity, message.sequence_number)
+            timers.add(message.expires_at, "ttl", entity, message.sequence_number)
     for name, session_id, state in store.session_states():
-        queue = broker.entities.get(name)
+        queue = entities.get(name)
         if queue is not None:
             queue.session(session_id).state = state
     for entity, message in interrupted:
-        broker.redeliver(entity, message)
+        redeliver(entity, message)
     store.commit()

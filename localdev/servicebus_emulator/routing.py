@@ -12,13 +12,14 @@ import logging
 import uuid
 from collections.abc import Callable
 
+from .clock import now_ms
 from .dead_letters import DeadLetters
 from .entities import SUBSCRIPTION, TOPIC, Entities, Entity
 from .errors import BrokerError, EntityNotFound, MessageTooLarge, NotAllowed
 from .message import SCHEDULED, Incoming, Message
 from .rules import FilterEvaluationFailed, copies
 from .store import Store
-from .timers import Timers, now_ms
+from .timers import Timers
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .clock import now_ms
 from .message import Incoming
 from .rule_message import RuleView
 from .sql_filter import (
@@ -23,7 +24,6 @@ from .sql_filter import (
     compile_correlation_filter,
     compile_filter,
 )
-from .timers import now_ms
 
 DEFAULT_RULE = "$Default"
 TRUE, FALSE, SQL, CORRELATION = "TrueFilter", "FalseFilter", "SqlFilter", "CorrelationFilter"

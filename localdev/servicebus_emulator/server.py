@@ -12,10 +12,10 @@ from pathlib import Path
 from . import http_server
 from .admin import Management
 from .broker import Broker
+from .clock import now_ms
 from .config import NamespaceConfig
 from .connection import IDLE_TIMEOUT, Connection
 from .store import SqliteStore, Store
-from .timers import now_ms
 
 log = logging.getLogger("localdev.servicebus_emulator")
 

@@ -1,6 +1,7 @@
-"""An AMQP session on a connection: its windows and flow, its links (attached in attach.py),
-and the transfers it sends: messages to receivers and replies to requests. What the client
-sends is handled in inbound.py (transfers) and settlement.py (dispositions).
+"""An AMQP session on a connection: its windows and flow, its links (attached in attach.py,
+forgotten here), and the transfers it sends: messages to receivers and replies to requests.
+What the client sends is handled in attach.py (attach, detach), inbound.py (transfers) and
+settlement.py (dispositions), which connection.py hands each frame to.
 
 The client enforces the session window the server grants (and ignores link credit): its sends
 stall once the window is used up until a flow from the server opens it again. So the window is
@@ -12,11 +13,11 @@ from __future__ import annotations
 import logging
 import struct
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from . import attach, inbound, settlement
 from .codec import Described, UInt, ULong, encode
 from .framing import (
+    DETACH,
     FLOW,
     LINK_CREDIT,
     SESSION_WINDOW,
@@ -30,13 +31,25 @@ from .message import Message
 
 if TYPE_CHECKING:
     from .broker import Broker
-    from .connection import Connection
 
 log = logging.getLogger(__name__)
 
 
+class Transport(Protocol):
+    """The AMQP connection a session is on, as the session uses it."""
+
+    broker: Broker
+    remote_max_frame: int  # the largest frame the client takes
+
+    def write(self, data: bytes) -> None:
+        """Queue bytes for the socket."""
+
+    def flush(self) -> None:
+        """Write what is queued now, the store committed first."""
+
+
 class AmqpSession:
-    def __init__(self, connection: Connection, channel: int, remote_channel: int) -> None:
+    def __init__(self, connection: Transport, channel: int, remote_channel: int) -> None:
         self.connection = connection
         self.channel = channel
         self.remote_channel = remote_channel
@@ -74,6 +87,9 @@ class AmqpSession:
             ]
         self.send(FLOW, fields)
 
+    def receiver(self, name: str | None) -> OutboundLink | None:
+        return next((link for link in self.outbound.values() if link.name == name), None)
+
     def new_handle(self) -> int:
         handle = 0
         while handle in self.handles:
@@ -82,18 +98,6 @@ class AmqpSession:
         return handle
 
     # -------------------------------------------------------------- what the client sends
-
-    def on_attach(self, fields: list[Any]) -> None:
-        attach.on_attach(self, fields)
-
-    def on_detach(self, fields: list[Any]) -> None:
-        attach.on_detach(self, fields)
-
-    def on_transfer(self, fields: list[Any], payload: memoryview) -> None:
-        inbound.on_transfer(self, fields, payload)
-
-    def on_disposition(self, fields: list[Any]) -> None:
-        settlement.on_disposition(self, fields)
 
     def on_flow(self, fields: list[Any]) -> None:
         handle = fields[4]
@@ -120,13 +124,29 @@ class AmqpSession:
                 link, delivery_count=link.delivery_count, link_credit=link.link_credit
             )
 
+    def forget(self, link: Link) -> None:
+        if isinstance(link, OutboundLink):
+            self.outbound.pop(link.remote_handle, None)
+            if link.on_timeout is not None:
+                link.on_timeout.cancel()
+            if link.entity is not None:
+                self.broker.detach(link.entity, link)
+            for delivery_id in [d for d, (owner, _) in self.unsettled.items() if owner is link]:
+                del self.unsettled[delivery_id]  # message locks outlive the link (SDK falls
+                # back to the management link), session locks do not (broker.detach)
+        else:
+            self.inbound.pop(link.remote_handle, None)
+
     def detach_link(self, link: Link, failure: Described | None) -> None:
-        """Server-initiated detach of a live link (session lock lost)."""
-        attach.detach_link(self, link, failure)
+        """Server-initiated detach of a live link (session lock lost, entity deleted)."""
+        self.forget(link)
+        self.send(DETACH, [UInt(link.handle), True, failure])
+        self.handles.discard(link.handle)
+        self.connection.flush()
 
     def end(self) -> None:
         for link in [*self.inbound.values(), *self.outbound.values()]:
-            attach.forget(self, link)
+            self.forget(link)
 
     # -------------------------------------------------------------- what the server sends
 

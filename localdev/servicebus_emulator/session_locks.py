@@ -12,11 +12,12 @@ import heapq
 from collections import deque
 from collections.abc import Callable
 
+from .clock import now_ms
 from .entities import Consumer, Entity, Session
 from .errors import NotAllowed, SessionCannotBeLocked, SessionLockLost
 from .message import ACTIVE, Message
 from .store import Store
-from .timers import Timers, now_ms
+from .timers import Timers
 
 
 def deliverable(message: Message) -> bool:

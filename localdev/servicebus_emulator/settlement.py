@@ -15,6 +15,7 @@ from .framing import settled_disposition as settled_disposition_frame
 from .links import OutboundLink
 
 if TYPE_CHECKING:
+    from .broker import Broker
     from .session import AmqpSession
 
 
@@ -36,18 +37,15 @@ def on_disposition(amqp: AmqpSession, fields: list[Any]) -> None:
         if found is None:
             continue
         link, token = found
-        echo = _settle(amqp, link, token, state)
+        echo = _settle(amqp.broker, link, token, state)
         if not settled and echo is not None:
             amqp.connection.write(frame(amqp.channel, settled_disposition_frame(delivery_id, echo)))
 
 
-def _settle(
-    amqp: AmqpSession, link: OutboundLink, token: uuid.UUID, state: Any
-) -> Described | None:
+def _settle(broker: Broker, link: OutboundLink, token: uuid.UUID, state: Any) -> Described | None:
     code = state.descriptor if isinstance(state, Described) else None
     values = field_list(state.value, 3) if isinstance(state, Described) else []
     sid = link.session_id
-    broker = amqp.broker
     broker.operations.count(link.entity, _SETTLEMENTS.get(int(code or 0), "settle (other)"))
     try:
         if code == ACCEPTED:

@@ -9,7 +9,6 @@ reminder, not a fact: when it fires, the broker checks that what it was set for 
 from __future__ import annotations
 
 import heapq
-import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Literal
 
@@ -17,10 +16,6 @@ if TYPE_CHECKING:
     from .entities import Entity
 
 Kind = Literal["lock", "session", "due", "ttl"]
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Timers:
