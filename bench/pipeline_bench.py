@@ -30,6 +30,10 @@ Import: on a fresh stack, the Spark job is run as the README's command (local[2]
 catalogue of R rows in 8 sessions, and the run ends when ``GET /api/imports/{job_id}`` reports
 every row imported: rows/s from the command's start.
 
+Floor (``--floor-orders N``, after the orders): ``bench.order_floor`` makes the SDK calls an
+order needs directly from this process, on a stack of its own, and each orders run's CPU per
+order is reported against that floor.
+
 Everything binds 127.0.0.1; every run is bounded by ``--timeout``. Prints Markdown tables.
 """
 
@@ -54,6 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from bench.order_floor import Floor, floor_table, measure_floor
 from bench.proc import cpu_by_process
 from bench.tracing import EXPORT_DRAIN_SECONDS, MODES, Exported, Tracing, tracing
 from localdev.api_client import AppClient
@@ -588,6 +593,19 @@ def print_orders_summary(runs: list[OrdersRun]) -> None:
     print()
 
 
+def print_floor(floor: Floor, runs: list[OrdersRun]) -> None:
+    print(floor_table(floor) + "\n")
+    for run in runs:
+        if run.mailed:
+            print(
+                f"- {run.slots}, {run.instances} instance(s), tracing {run.tracing}: the "
+                f"pipeline's CPU per order {run.total_cpu_per_order * 1e3:.0f} ms, "
+                f"{ratio(run.total_cpu_per_order, floor.cpu_per_order())} the floor's "
+                f"{floor.cpu_per_order() * 1e3:.0f} ms (goal: at most 2x)"
+            )
+    print()
+
+
 def per_order(exported: Exported, counts: dict[str, int]) -> str:
     found = sorted(counts.items(), key=lambda item: -item[1])
     return ", ".join(f"{name} {exported.per_order(n):.2f}" for name, n in found) or "none"
@@ -614,6 +632,9 @@ def main(argv: list[str] | None = None) -> int:
         help="one run each (for each --slots): off = nothing exported, on = traces, metrics "
         "and logs over OTLP/HTTP to a receiver the bench starts",
     )
+    parser.add_argument(
+        "--floor-orders", type=int, default=50, help="orders of the floor (0: no floor)"
+    )
     parser.add_argument("--import-rows", type=int, default=20_000, help="0: no import run")
     parser.add_argument("--import-sessions", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
@@ -635,6 +656,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in instances
         for mode in modes
     ]
+    floor = measure_floor(args.floor_orders, workdir) if args.floor_orders else None
     imported = (
         run_import(args.import_rows, args.import_sessions, args.timeout, workdir)
         if args.import_rows
@@ -649,6 +671,8 @@ def main(argv: list[str] | None = None) -> int:
     if runs:
         print(orders_table(runs) + "\n")
         print_orders_summary(runs)
+    if floor:
+        print_floor(floor, runs)
     if imported:
         print(import_table(imported) + "\n")
         print(f"- import rows/s end to end: {imported.rate:.0f} (goal: at least 300)")

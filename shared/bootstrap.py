@@ -233,6 +233,7 @@ def _processor(c: Container, pipeline: Pipeline) -> SessionProcessor:
         journal=c.archive,
         observer=pipeline.observer(c) if pipeline.observer else None,
         outcomes=c.session_outcomes,
+        batch_tasks=pipeline.batch(c) if pipeline.batch else None,
     )
 
 

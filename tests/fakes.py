@@ -24,7 +24,7 @@ from shared.domain.receipts import Receipt
 from shared.domain.replays import BulkAction, ReplayRequest, ReplayRequestNotFound
 from shared.domain.session_outcomes import SessionOutcome
 from shared.service_layer.dead_letters import archive_dead_letters
-from shared.service_layer.ports import DeadLetter, Email, OutgoingMessage, Page
+from shared.service_layer.ports import DeadLetter, Email, OutgoingMessage, Page, RowOutcome
 
 
 @dataclass
@@ -95,6 +95,10 @@ class InMemoryProductCatalog:
 
     def upsert(self, product: Product) -> None:
         self.products[product.sku] = product
+
+    def upsert_many(self, products: Sequence[Product]) -> None:
+        for product in products:
+            self.upsert(product)
 
 
 class InMemoryPaymentGateway:
@@ -411,6 +415,10 @@ class InMemoryImportProgress:
         self, job_id: str, session_id: str, step: int | None, *, status: str, reason: str | None
     ) -> None:
         self.rows[(job_id, session_id, step)] = (status, reason)
+
+    def record_many(self, rows: Sequence[RowOutcome]) -> None:
+        for row in rows:
+            self.record(row.job_id, row.session_id, row.step, status=row.status, reason=row.reason)
 
     def counts(self, job_id: str, *, session_id: str | None = None) -> dict[str, int]:
         counts: dict[str, int] = {}

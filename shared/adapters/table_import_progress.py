@@ -8,12 +8,18 @@ Rows written before that layout have PartitionKey = the job alone; ``counts`` re
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from azure.data.tables import TableClient, UpdateMode
 
+from ..service_layer.ports import RowOutcome
 from .azure_errors import TABLE_STORAGE, translated
 from .table_keys import table_key
+
+# Operations in one entity-group transaction: Azure Tables' limit (Azurite answers a larger
+# one brokenly, so the limit is kept there too).
+TRANSACTION_LIMIT = 100
 
 
 class TableImportProgress:
@@ -28,18 +34,29 @@ class TableImportProgress:
     def record(
         self, job_id: str, session_id: str, step: int | None, *, status: str, reason: str | None
     ) -> None:
-        entity: dict[str, Any] = {
-            # '~~' never occurs in an escaped key ('~' is always followed by two hex digits).
-            "PartitionKey": _session_partition(job_id, session_id),
-            "RowKey": f"{table_key(session_id)}~~{step if step is not None else 'x':>09}",
-            "status": status,
-            "session_id": session_id,
-        }
-        if step is not None:
-            entity["step"] = step
-        if reason:
-            entity["reason"] = reason
-        self._table.upsert_entity(entity, mode=UpdateMode.REPLACE)
+        row = RowOutcome(job_id, session_id, step, status, reason)
+        self._table.upsert_entity(_entity(row), mode=UpdateMode.REPLACE)
+
+    @translated(TABLE_STORAGE)
+    def record_many(self, rows: Sequence[RowOutcome]) -> None:
+        """One entity-group transaction per partition (a job's session) and 100 rows, the
+        most one transaction may hold; a row given twice keeps its last outcome, as a
+        transaction may not touch one entity twice. A partition's chunks are written in
+        order; a failed one raises, and the rows are recorded again on redelivery."""
+        partitions: dict[str, dict[str, dict[str, Any]]] = {}
+        for row in rows:
+            entity = _entity(row)
+            partitions.setdefault(entity["PartitionKey"], {})[entity["RowKey"]] = entity
+        for entities in partitions.values():
+            listed = list(entities.values())
+            for start in range(0, len(listed), TRANSACTION_LIMIT):
+                chunk = listed[start : start + TRANSACTION_LIMIT]
+                if len(chunk) == 1:
+                    self._table.upsert_entity(chunk[0], mode=UpdateMode.REPLACE)
+                else:
+                    self._table.submit_transaction(
+                        [("upsert", entity, {"mode": UpdateMode.REPLACE}) for entity in chunk]
+                    )
 
     @translated(TABLE_STORAGE)
     def counts(self, job_id: str, *, session_id: str | None = None) -> dict[str, int]:
@@ -57,6 +74,21 @@ class TableImportProgress:
             parameters |= {"own": _session_partition(job_id, session_id), "session": session_id}
         entities = self._table.query_entities(query, parameters=parameters, select=["status"])
         return dict(Counter(entity["status"] for entity in entities))
+
+
+def _entity(row: RowOutcome) -> dict[str, Any]:
+    entity: dict[str, Any] = {
+        # '~~' never occurs in an escaped key ('~' is always followed by two hex digits).
+        "PartitionKey": _session_partition(row.job_id, row.session_id),
+        "RowKey": f"{table_key(row.session_id)}~~{row.step if row.step is not None else 'x':>09}",
+        "status": row.status,
+        "session_id": row.session_id,
+    }
+    if row.step is not None:
+        entity["step"] = row.step
+    if row.reason:
+        entity["reason"] = row.reason
+    return entity
 
 
 def _session_partition(job_id: str, session_id: str | None) -> str:

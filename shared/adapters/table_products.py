@@ -44,15 +44,23 @@ class TableProductCatalog:
     @translated(TABLE_STORAGE)
     def upsert(self, product: Product) -> None:
         """Create or replace the product: importing the same row twice leaves one product."""
-        self._table.upsert_entity(
-            {
-                "PartitionKey": table_key(product.sku),
-                "RowKey": _ROW,
-                "Sku": product.sku,
-                "Name": product.name,
-                "Price": str(product.price),
-                "Currency": product.currency,
-                "Description": product.description,
-            },
-            mode=UpdateMode.REPLACE,
-        )
+        self._table.upsert_entity(_entity(product), mode=UpdateMode.REPLACE)
+
+    @translated(TABLE_STORAGE)
+    def upsert_many(self, products: Sequence[Product]) -> None:
+        """One upsert per distinct SKU, the last product of a SKU kept: every product is a
+        partition of its own, and a transaction spans one partition, so nothing groups them."""
+        for product in {product.sku: product for product in products}.values():
+            self._table.upsert_entity(_entity(product), mode=UpdateMode.REPLACE)
+
+
+def _entity(product: Product) -> dict[str, str]:
+    return {
+        "PartitionKey": table_key(product.sku),
+        "RowKey": _ROW,
+        "Sku": product.sku,
+        "Name": product.name,
+        "Price": str(product.price),
+        "Currency": product.currency,
+        "Description": product.description,
+    }

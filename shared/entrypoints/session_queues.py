@@ -11,6 +11,7 @@ task's span continues.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import List  # noqa: UP035 (the worker refuses list[...] as a binding's annotation)
 
 import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
@@ -19,10 +20,14 @@ from ..bootstrap import Container, container
 from ..config import Settings
 from ..service_layer.pipelines import Pipeline, registry
 from ..service_layer.processor import SessionProcessor
-from .session_tasks import handle_session_message
+from .session_tasks import handle_session_batch, handle_session_message
 
 SessionTrigger = Callable[
     [servicebus.ServiceBusReceivedMessage, servicebus.ServiceBusMessageActions, func.Context],
+    None,
+]
+SessionBatchTrigger = Callable[
+    [List[servicebus.ServiceBusReceivedMessage], servicebus.ServiceBusMessageActions],  # noqa: UP006
     None,
 ]
 
@@ -66,6 +71,48 @@ def session_queue_trigger(
     return session_task
 
 
+def session_batch_trigger(
+    name: str,
+    queue_setting: str,
+    queue: Callable[[Settings], str],
+    processor: Callable[[Container], SessionProcessor],
+) -> SessionBatchTrigger:
+    """As ``session_queue_trigger``, with the extension's batch session trigger
+    (``cardinality="many"``): each invocation gets up to host.json's ``maxMessageBatchSize``
+    messages of one session, in order, and the processor runs them as a batch
+    (``handle_batch``). The extension runs one such batch at a time per instance, whatever
+    ``maxConcurrentSessions`` says (docs/processor.md, "Batches")."""
+
+    @bp.function_name(name)
+    @bp.service_bus_queue_trigger(
+        arg_name="messages",
+        queue_name=f"%{queue_setting}%",
+        connection="ServiceBusConnection",
+        is_sessions_enabled=True,
+        auto_complete_messages=False,
+        cardinality=func.Cardinality.MANY,
+    )
+    def session_batch(
+        messages: List[servicebus.ServiceBusReceivedMessage],  # noqa: UP006 (see the import)
+        message_actions: servicebus.ServiceBusMessageActions,
+    ) -> None:
+        c = container()
+        handle_session_batch(processor(c), messages, message_actions, queue=queue(c.settings))
+
+    return session_batch
+
+
+def pipeline_batch_trigger(pipeline: Pipeline) -> SessionBatchTrigger:
+    """The batch session trigger of a pipeline that declares ``batch``, named
+    ``<pipeline>_tasks``."""
+    return session_batch_trigger(
+        pipeline.function_name,
+        pipeline.queue_setting,
+        lambda settings: settings.queue_of(pipeline.name),
+        lambda c: c.processor(pipeline.name),
+    )
+
+
 def pipeline_trigger(pipeline: Pipeline) -> SessionTrigger:
     """The session trigger of a declared pipeline, named ``<pipeline>_tasks``."""
     return session_queue_trigger(
@@ -76,5 +123,11 @@ def pipeline_trigger(pipeline: Pipeline) -> SessionTrigger:
     )
 
 
-# The trigger of each declared pipeline, by the pipeline's name.
-TRIGGERS: dict[str, SessionTrigger] = {p.name: pipeline_trigger(p) for p in registry()}
+# The trigger of each declared pipeline, by the pipeline's name: one message per invocation,
+# or a batch of them for a pipeline that declares ``batch``.
+TRIGGERS: dict[str, SessionTrigger] = {
+    p.name: pipeline_trigger(p) for p in registry() if p.batch is None
+}
+BATCH_TRIGGERS: dict[str, SessionBatchTrigger] = {
+    p.name: pipeline_batch_trigger(p) for p in registry() if p.batch is not None
+}

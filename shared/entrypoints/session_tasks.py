@@ -1,13 +1,15 @@
-"""The part both Service Bus session triggers share: message in, processor, settlement out."""
+"""The part the Service Bus session triggers share: message (or a batch of them) in,
+processor, settlement out."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from azure.servicebus import ServiceBusReceivedMessage
 from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
 
-from ..service_layer.processor import Result, SessionProcessor
+from ..service_layer.processor import IncomingMessage, Result, SessionProcessor
 from ..telemetry.tasks import InvocationTrace, task_invocation
 from .servicebus_actions import FunctionSessionActions, incoming_message
 
@@ -35,13 +37,42 @@ def handle_session_message(
     ) as record:
         result = processor.handle(incoming, FunctionSessionActions(message_actions, message))
         record(result)
-        logger.info(
-            "pipeline=%s session=%s message=%s delivery_count=%s outcome=%s%s",
-            processor.pipeline,
-            incoming.session_id,
-            incoming.message_id,
-            incoming.delivery_count,
-            result.outcome.value,
-            f" reason={result.reason}" if result.reason else "",
-        )
+        _log(processor, incoming, result)
     return result
+
+
+def handle_session_batch(
+    processor: SessionProcessor,
+    messages: Sequence[ServiceBusReceivedMessage],
+    message_actions: ServiceBusMessageActions,
+    *,
+    queue: str,
+) -> list[Result]:
+    """Run a batch of one session's messages of ``queue`` through ``processor``
+    (``handle_batch``), which settles each through ``message_actions`` before this returns.
+    Each message is a span in its own trace (its sender's), recorded once the batch is done:
+    the batch's requests are made for several messages at once, so they are in none of them."""
+    incomings = [incoming_message(message) for message in messages]
+    results = processor.handle_batch(
+        [
+            (incoming, FunctionSessionActions(message_actions, message))
+            for incoming, message in zip(incomings, messages, strict=True)
+        ]
+    )
+    for incoming, result in zip(incomings, results, strict=True):
+        with task_invocation(pipeline=processor.pipeline, queue=queue, incoming=incoming) as record:
+            record(result)
+        _log(processor, incoming, result)
+    return results
+
+
+def _log(processor: SessionProcessor, incoming: IncomingMessage, result: Result) -> None:
+    logger.info(
+        "pipeline=%s session=%s message=%s delivery_count=%s outcome=%s%s",
+        processor.pipeline,
+        incoming.session_id,
+        incoming.message_id,
+        incoming.delivery_count,
+        result.outcome.value,
+        f" reason={result.reason}" if result.reason else "",
+    )

@@ -1,4 +1,5 @@
-"""The product import task: one row, validated and upserted (idempotent)."""
+"""The product import task: one row, validated and upserted (idempotent). In a batch, the
+rows are validated one by one and the good ones upserted together (``import_batch_tasks``)."""
 
 from __future__ import annotations
 
@@ -8,23 +9,34 @@ from typing import Any
 
 from ..domain.errors import InvalidInput, PermanentTaskError
 from ..domain.pipelines import IMPORT_PRODUCT
-from ..domain.products import parse_product
+from ..domain.products import Product, parse_product
 from .ports import ProductCatalog
 from .processor import Task, TaskInvocation
+from .session_messages import BatchTask
 
 
 def import_tasks(catalog: ProductCatalog) -> dict[str, Task]:
     return {IMPORT_PRODUCT: partial(import_product, catalog)}
 
 
+def import_batch_tasks(catalog: ProductCatalog) -> dict[str, BatchTask]:
+    """ImportProduct in a batch: each row checked, the batch's good rows upserted together."""
+    return {IMPORT_PRODUCT: BatchTask(prepare=checked_product, write=catalog.upsert_many)}
+
+
 def import_product(catalog: ProductCatalog, call: TaskInvocation) -> Mapping[str, Any]:
+    catalog.upsert(checked_product(call))
+    return {}
+
+
+def checked_product(call: TaskInvocation) -> Product:
+    """The row's product; raises ``PermanentTaskError`` ``InvalidProduct:<field>`` when the
+    row breaks a rule."""
     try:
-        product = parse_product(call.message.payload)
+        return parse_product(call.message.payload)
     except InvalidInput as error:
         raise PermanentTaskError(
             f"InvalidProduct:{error.field}",
             f"Row {call.message.step} of import {call.message.job_id}: {error.field} "
             f"{error.problem}. Correct the row and import it again.",
         ) from error
-    catalog.upsert(product)
-    return {}

@@ -5,14 +5,15 @@ recorded before it is final, and re-recorded (an upsert) when the message comes 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..domain.envelope import TaskMessage
 from ..domain.order_status import COMPLETED, FAILED, StepOutcome
 from .clock import Clock, utc_now
-from .ports import ImportProgress, OrderProgress
+from .ports import ImportProgress, OrderProgress, RowOutcome
 from .processor import IncomingMessage, Observer, Outcome
+from .session_messages import Told
 
 IMPORTED = "imported"
 ROW_FAILED = "failed"
@@ -30,23 +31,67 @@ class Observed:
     reason: str | None
 
 
-def import_progress_observer(progress: ImportProgress) -> Observer:
-    """Records each row's outcome. A redelivery of a finished row records nothing; a
-    re-recorded row overwrites itself (upsert), and so does its replay, so counts stay exact."""
+def import_progress_observer(progress: ImportProgress) -> ImportProgressObserver:
+    """Records each row's outcome (a batch's rows in one call). A redelivery of a finished row
+    records nothing; a re-recorded row overwrites itself (upsert), and so does its replay, so
+    counts stay exact."""
+    return ImportProgressObserver(progress)
 
-    def record(seen: Observed) -> None:
-        # A replayed row (replay_of: its original session) overwrites its first outcome, so a
-        # row that failed and then imported on replay counts once, as imported.
-        original = seen.incoming.application_properties.get("replay_of")
-        progress.record(
-            seen.job_id,
-            original if isinstance(original, str) and original else seen.incoming.session_id,
-            seen.step,
-            status=IMPORTED if seen.completed else ROW_FAILED,
-            reason=seen.reason,
-        )
 
-    return _observer(record)
+class ImportProgressObserver:
+    """A ``BatchObserver``: one row through ``ImportProgress.record``, a batch's rows through
+    ``record_many``."""
+
+    def __init__(self, progress: ImportProgress) -> None:
+        self._progress = progress
+
+    def __call__(
+        self,
+        incoming: IncomingMessage,
+        message: TaskMessage | None,
+        outcome: Outcome,
+        reason: str | None,
+    ) -> None:
+        self.many([(incoming, message, outcome, reason)])
+
+    def many(self, told: Sequence[Told]) -> None:
+        rows = [_row_outcome(seen) for seen in _seen(told)]
+        if len(rows) == 1:
+            row = rows[0]
+            self._progress.record(
+                row.job_id, row.session_id, row.step, status=row.status, reason=row.reason
+            )
+        elif rows:
+            self._progress.record_many(rows)
+
+
+def _row_outcome(seen: Observed) -> RowOutcome:
+    # A replayed row (replay_of: its original session) overwrites its first outcome, so a
+    # row that failed and then imported on replay counts once, as imported.
+    original = seen.incoming.application_properties.get("replay_of")
+    return RowOutcome(
+        seen.job_id,
+        original if isinstance(original, str) and original else seen.incoming.session_id,
+        seen.step,
+        IMPORTED if seen.completed else ROW_FAILED,
+        seen.reason,
+    )
+
+
+def _seen(told: Sequence[Told]) -> list[Observed]:
+    """What the observers record of ``told``: redeliveries of finished work (nothing new
+    happened) and messages that name no job left out."""
+    seen = []
+    for incoming, message, outcome, reason in told:
+        if outcome is Outcome.ALREADY_DONE:
+            continue
+        routing = _routing(incoming, message)
+        if routing is not None:
+            job_id, step, task = routing
+            seen.append(
+                Observed(incoming, job_id, step, task, outcome is Outcome.COMPLETED, reason)
+            )
+    return seen
 
 
 def order_progress_observer(progress: OrderProgress, *, clock: Clock = utc_now) -> Observer:
@@ -82,13 +127,8 @@ def _observer(record: Callable[[Observed], None]) -> Observer:
         outcome: Outcome,
         reason: str | None,
     ) -> None:
-        if outcome is Outcome.ALREADY_DONE:
-            return
-        routing = _routing(incoming, message)
-        if routing is None:
-            return
-        job_id, step, task = routing
-        record(Observed(incoming, job_id, step, task, outcome is Outcome.COMPLETED, reason))
+        for seen in _seen([(incoming, message, outcome, reason)]):
+            record(seen)
 
     return observe
 

@@ -70,6 +70,12 @@ class ProductCatalog(Protocol):
 
     def upsert(self, product: Product) -> None: ...
 
+    def upsert_many(self, products: Sequence[Product]) -> None:
+        """Create or replace each product, in as few requests as the store allows; a SKU given
+        twice keeps its last product. Raises when any could not be written (a retry writes
+        them all again)."""
+        ...
+
 
 class PaymentGateway(Protocol):
     def charge(
@@ -283,11 +289,27 @@ class OrderProgress(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class RowOutcome:
+    """The outcome of one import row, as ``ImportProgress.record`` takes it."""
+
+    job_id: str
+    session_id: str
+    step: int | None
+    status: str
+    reason: str | None = None
+
+
 class ImportProgress(Protocol):
     def record(
         self, job_id: str, session_id: str, step: int | None, *, status: str, reason: str | None
     ) -> None:
         """Upsert the outcome of one import row ("imported" or "failed")."""
+        ...
+
+    def record_many(self, rows: Sequence[RowOutcome]) -> None:
+        """Upsert the outcomes of several rows, in as few requests as the store allows (one
+        per partition and 100 rows); a row given twice keeps its last outcome."""
         ...
 
     def counts(self, job_id: str, *, session_id: str | None = None) -> dict[str, int]:

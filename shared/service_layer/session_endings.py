@@ -5,7 +5,7 @@ written, and only then is the message settled."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..domain.archive import FailureRecord
@@ -14,7 +14,7 @@ from ..domain.session_outcomes import COMPLETED, FAILED, SessionOutcome
 from ..domain.session_state import SessionState
 from .clock import Clock, utc_now
 from .ports import FailureJournal, SessionActions, SessionOutcomes
-from .session_messages import IncomingMessage, Observer, Outcome, Result
+from .session_messages import BatchObserver, IncomingMessage, Observer, Outcome, Result
 
 logger = logging.getLogger("shared.service_layer.processor")
 
@@ -64,6 +64,8 @@ class SessionEndings:
         actions: SessionActions,
         *,
         had_state: bool = True,
+        told: bool = False,
+        state_written: bool = False,
     ) -> Result:
         """Tell, write the state, settle; after a session's last message, clear the state and
         release the session. ``had_state``: the session had a state before this message.
@@ -73,6 +75,9 @@ class SessionEndings:
         outcome there (R4, R16, R22, R23) and never an empty state, which a settled last
         message alone can leave behind (R5). A crash after the settlement leaves a state on a
         session that has no messages left: harmless, session ids are not reused.
+
+        ``told``: ``tell_many`` was called for this message; ``state_written``: its state is
+        written already (a batch's held messages, whose last state is written once).
         """
         message = ending.message
         result = Result(
@@ -86,9 +91,9 @@ class SessionEndings:
             fails_session=ending.first_failure,
             ends_session=ending.is_last and ending.outcome is not Outcome.ABANDONED,
         )
-        if ending.outcome is not Outcome.ABANDONED:
+        if ending.outcome is not Outcome.ABANDONED and not told:
             self._tell(ending, incoming)
-        if ending.state is not None:
+        if ending.state is not None and not state_written:
             actions.set_state(ending.state.to_bytes())
         if ending.outcome is Outcome.ABANDONED:
             self._sleep(ending.backoff)
@@ -102,7 +107,18 @@ class SessionEndings:
             _after_the_last(actions, incoming)
         return result
 
-    def _tell(self, ending: Ending, incoming: IncomingMessage) -> None:
+    def tell_many(self, endings: Sequence[tuple[Ending, IncomingMessage]]) -> None:
+        """``_tell`` for several messages (a batch's held ones), a ``BatchObserver`` told of
+        them all in one call."""
+        batched = isinstance(self._observer, BatchObserver)
+        for ending, incoming in endings:
+            self._tell(ending, incoming, observe=not batched)
+        if isinstance(self._observer, BatchObserver):
+            self._observer.many(
+                [(incoming, e.message, e.outcome, e.reason) for e, incoming in endings]
+            )
+
+    def _tell(self, ending: Ending, incoming: IncomingMessage, *, observe: bool = True) -> None:
         """Journal, observer and log, before the message is settled: one that fails leaves the
         message to be redelivered rather than its outcome unrecorded."""
         state = ending.state
@@ -121,7 +137,7 @@ class SessionEndings:
             )
         if self._outcomes is not None and ending.is_last:
             self._record_outcome(ending, incoming)
-        if self._observer is not None:
+        if self._observer is not None and observe:
             self._observer(incoming, ending.message, ending.outcome, ending.reason)
         message = ending.message
         logger.info(

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..domain.envelope import TaskMessage
 
@@ -63,3 +63,33 @@ class TaskInvocation:
 Task = Callable[[TaskInvocation], Mapping[str, Any]]
 # Told of every final decision (not of abandons for a retry), before the message is settled.
 Observer = Callable[[IncomingMessage, TaskMessage | None, Outcome, str | None], None]
+
+
+@dataclass(frozen=True)
+class BatchTask:
+    """A task that a batch of messages runs in two parts: ``prepare`` checks one message and
+    returns what it writes (raising as a task does: ``PermanentTaskError`` for a bad row), and
+    ``write`` writes the prepared items of the batch's consecutive good messages together
+    (raising when any could not be written). The outputs of such a task are empty."""
+
+    prepare: Callable[[TaskInvocation], Any]
+    write: Callable[[Sequence[Any]], None]
+
+
+Told = tuple[IncomingMessage, TaskMessage | None, Outcome, str | None]
+
+
+@runtime_checkable
+class BatchObserver(Protocol):
+    """An observer that can also be told of several messages in one call (a batch's
+    completed ones), before they are settled."""
+
+    def __call__(
+        self,
+        incoming: IncomingMessage,
+        message: TaskMessage | None,
+        outcome: Outcome,
+        reason: str | None,
+    ) -> None: ...
+
+    def many(self, told: Sequence[Told]) -> None: ...

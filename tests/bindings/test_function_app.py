@@ -119,13 +119,14 @@ def test_each_declared_pipeline_has_a_session_trigger_on_its_queue_setting() -> 
 
 
 def test_the_service_bus_triggers_take_sessions_and_leave_settlement_to_the_app() -> None:
-    for name, queue_setting in (
-        ("purchase_tasks", "%PURCHASE_QUEUE_NAME%"),
-        ("product_import_tasks", "%IMPORT_QUEUE_NAME%"),
+    for name, queue_setting, argument, cardinality in (
+        ("purchase_tasks", "%PURCHASE_QUEUE_NAME%", "message", "one"),
+        ("product_import_tasks", "%IMPORT_QUEUE_NAME%", "messages", "many"),  # batches
     ):
         trigger = _trigger(name)
         assert trigger["type"] == "serviceBusTrigger"
-        assert trigger["name"] == "message"
+        assert trigger["name"] == argument
+        assert trigger.get("cardinality", "one").lower() == cardinality
         assert trigger["queueName"] == queue_setting  # a setting's name, never a value
         assert trigger["connection"] == "ServiceBusConnection"
         assert trigger["isSessionsEnabled"] is True
@@ -135,8 +136,8 @@ def test_the_service_bus_triggers_take_sessions_and_leave_settlement_to_the_app(
 def test_message_actions_is_not_a_binding_but_an_annotated_parameter() -> None:
     # The worker injects ServiceBusMessageActions from the annotation; the host sees only
     # the trigger.
-    for name in ("purchase_tasks", "product_import_tasks"):
-        assert [b["name"] for b in _functions()[name]["bindings"]] == ["message"]
+    for name, argument in (("purchase_tasks", "message"), ("product_import_tasks", "messages")):
+        assert [b["name"] for b in _functions()[name]["bindings"]] == [argument]
 
 
 def test_host_json_sets_no_route_prefix_so_routes_carry_their_own() -> None:

@@ -23,12 +23,17 @@ from azurefunctions.extensions.bindings.servicebus.serviceBusMessageActions impo
 from shared.domain.envelope import TaskMessage
 from shared.domain.pipelines import PRODUCT_IMPORT, PURCHASE
 from shared.entrypoints.servicebus_actions import FunctionSessionActions, incoming_message
-from shared.entrypoints.session_queues import TRIGGERS, SessionTrigger
+from shared.entrypoints.session_queues import (
+    BATCH_TRIGGERS,
+    TRIGGERS,
+    SessionBatchTrigger,
+    SessionTrigger,
+)
 
 from .conftest import RecordingSettlement, Twins, received_message
 
 purchase_tasks = TRIGGERS[PURCHASE]
-product_import_tasks = TRIGGERS[PRODUCT_IMPORT]
+product_import_tasks = BATCH_TRIGGERS[PRODUCT_IMPORT]
 
 SESSION = "job-1"
 
@@ -63,6 +68,20 @@ def deliver(
     message = received_message(body, session_id=session_id, **received)
     trigger(message, actions, invocation())
     return message
+
+
+def deliver_batch(
+    trigger: SessionBatchTrigger,
+    actions: ServiceBusMessageActions,
+    *bodies: bytes,
+    session_id: str = SESSION,
+    **received: Any,
+) -> list[ServiceBusReceivedMessage]:
+    """``bodies`` handed to a batch ``trigger`` as the worker hands a batch of ``session_id``
+    over (``received``: more of ``received_message``'s fields, for each); the messages."""
+    messages = [received_message(body, session_id=session_id, **received) for body in bodies]
+    trigger(messages, actions)
+    return messages
 
 
 def test_a_successful_task_is_completed_and_its_state_kept_for_the_next_step(
@@ -148,7 +167,7 @@ def test_a_redelivered_finished_step_is_completed_without_running_again(
 def test_an_unreadable_import_row_is_dead_lettered_as_malformed(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    deliver(product_import_tasks, message_actions, b"not json", session_id="import-1")
+    deliver_batch(product_import_tasks, message_actions, b"not json", session_id="import-1")
 
     [(kind, (_, reason, description))] = settlement.settlements()
     assert (kind, reason) == ("deadletter", "MalformedMessage")
@@ -159,7 +178,7 @@ def test_an_import_row_is_completed(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
     body = _task("ImportProduct", 1, is_last=True, pipeline=PRODUCT_IMPORT)
-    message = deliver(product_import_tasks, message_actions, body, session_id="import-1")
+    [message] = deliver_batch(product_import_tasks, message_actions, body, session_id="import-1")
 
     assert settlement.settlements() == [("complete", str(message.lock_token))]
     assert settlement.calls[-1] == ("release_session", "import-1")
@@ -180,7 +199,7 @@ def test_a_dead_lettered_last_message_releases_its_session(
 def test_an_unreadable_last_import_row_releases_its_session(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    deliver(
+    deliver_batch(
         product_import_tasks,
         message_actions,
         b"not json",

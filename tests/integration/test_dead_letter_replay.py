@@ -562,6 +562,10 @@ class CatalogDownFor:
             raise ConnectionError("the catalog table cannot be reached")
         self._catalog.upsert(product)
 
+    def upsert_many(self, products: Sequence[Product]) -> None:
+        for product in products:
+            self.upsert(product)
+
 
 def failed_import_session(
     container: Container,

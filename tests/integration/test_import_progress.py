@@ -17,6 +17,7 @@ from shared.adapters.table_products import TableProductCatalog
 from shared.domain.pipelines import PRODUCT_IMPORT, import_message
 from shared.service_layer.import_tasks import import_tasks
 from shared.service_layer.observers import import_progress_observer
+from shared.service_layer.ports import RowOutcome
 from shared.service_layer.processor import FailurePolicy, Outcome, RetryPolicy, SessionProcessor
 
 from .servicebus import SessionRunner, outcomes, send_raw
@@ -147,3 +148,30 @@ def test_a_jobs_rows_spread_over_a_partition_per_session_and_older_rows_still_co
     assert progress.counts("job", session_id="s2") == {"imported": 2}
     assert progress.counts("job", session_id="old") == {"imported": 1, "failed": 1}
     assert progress.counts("job~") == {"imported": 1}
+
+
+def test_a_batch_of_outcomes_is_written_in_transactions_of_at_most_100_per_session(
+    table: TableClient, azurite_connection_string: str
+) -> None:
+    # Given 250 outcomes of two sessions of one job (Azurite answers a transaction over 100
+    # operations brokenly), one of them given twice, first failed then imported
+    sent: list[Any] = []
+    progress = TableImportProgress(
+        TableServiceClient.from_connection_string(
+            azurite_connection_string,
+            raw_request_hook=lambda request: sent.append(request.http_request.method),
+        ).get_table_client(table.table_name)
+    )
+    rows = [RowOutcome("job-b", "job-b-s1", step, "imported") for step in range(1, 201)]
+    rows += [RowOutcome("job-b", "job-b-s2", step, "imported") for step in range(1, 50)]
+    rows += [RowOutcome("job-b", "job-b-s2", 50, "failed", "InvalidProduct:price")]
+    rows += [RowOutcome("job-b", "job-b-s2", 50, "imported")]
+
+    # When they are recorded together
+    progress.record_many(rows)
+
+    # Then they took one request per 100 of a session, and every row counts once, with its
+    # last outcome
+    assert sent == ["POST"] * 3
+    assert progress.counts("job-b") == {"imported": 250}
+    assert progress.counts("job-b", session_id="job-b-s2") == {"imported": 50}

@@ -29,7 +29,7 @@ from ...domain.pipelines import FailurePolicy
 
 if TYPE_CHECKING:
     from ...bootstrap import Container
-    from ..session_messages import Observer, Task
+    from ..session_messages import BatchTask, Observer, Task
 
 PIPELINE_MODULES_SETTING = "PIPELINE_MODULES"
 
@@ -49,6 +49,11 @@ class Pipeline:
     pipeline-specific progress (an order's steps, an import's rows) besides the generic session
     outcomes. ``route``: jobs are followed at ``GET /api/<route>/{job_id}`` (and replays point
     there); unless ``own_routes``, the generic start route ``POST /api/<route>`` serves it too.
+
+    ``batch``: the trigger takes a session's messages in batches (``cardinality="many"``, up
+    to host.json's ``maxMessageBatchSize``), each message still run, settled and told one by
+    one; the tasks it returns (``BatchTask``, by task name) write the consecutive good messages
+    of a batch together. Without it, one message per invocation.
     """
 
     name: str
@@ -59,6 +64,7 @@ class Pipeline:
     check_payload: PayloadCheck
     build_tasks: Callable[[Container], Mapping[str, Task]]
     observer: Callable[[Container], Observer] | None = None
+    batch: Callable[[Container], Mapping[str, BatchTask]] | None = None
     route: str | None = None
     own_routes: bool = False  # an entrypoint module of its own serves ``route``
     # Where the pipeline is listed among the others (the archive's runs, the overview's

@@ -1,12 +1,13 @@
 """The product import: one ImportProduct task per catalogue row, a bad row set aside while the
-rest of the session goes on. Sent by the Spark job (``spark_jobs/product_import``), followed at
+rest of the session goes on; the trigger takes a session's rows in batches and upserts a batch's
+good rows together. Sent by the Spark job (``spark_jobs/product_import``), followed at
 ``GET /api/imports/{job_id}`` (``shared.entrypoints.imports_http``, with its row counts)."""
 
 from __future__ import annotations
 
 from ...domain.pipelines import IMPORT_PRODUCT, PRODUCT_IMPORT, FailurePolicy
 from ...domain.products import parse_product
-from ..import_tasks import import_tasks
+from ..import_tasks import import_batch_tasks, import_tasks
 from ..observers import import_progress_observer
 from . import Pipeline
 
@@ -19,6 +20,7 @@ PIPELINE = Pipeline(
     check_payload=parse_product,
     build_tasks=lambda c: import_tasks(c.catalog),
     observer=lambda c: import_progress_observer(c.import_progress),
+    batch=lambda c: import_batch_tasks(c.catalog),
     route="imports",
     own_routes=True,
     listed=20,
