@@ -12,7 +12,7 @@ from ..domain.envelope import TaskMessage
 from ..domain.order_status import COMPLETED, FAILED, StepOutcome
 from .clock import Clock, utc_now
 from .ports import ImportProgress, OrderProgress
-from .processor import IncomingMessage, Observer, Outcome
+from .session_messages import IncomingMessage, Observer, Outcome
 
 IMPORTED = "imported"
 ROW_FAILED = "failed"
