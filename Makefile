@@ -99,13 +99,15 @@ flaky: setup
 screenshots: setup
 	CONSOLE_SCREENSHOTS=docs/images/console $(PY) -m pytest tests/console -q
 
+# lint-imports checks the import contracts in pyproject.toml: what may import what.
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) node_modules localdev/host/_rpc .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) node_modules localdev/host/_rpc .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
 
 # The whole app locally: Azurite, the Service Bus emulator, an SMTP sink and the local
 # Functions host, on the standard ports, with their data kept in .data/ across restarts.
