@@ -13,7 +13,7 @@ CHECKOV_VENV := .venv-checkov
 # The local host talks to Microsoft's Python worker in the Functions RPC protocol, compiled here
 # from Microsoft's published build of it (localdev/host/rpc_build.py, localdev/host/README.md).
 RPC_PROTOS := localdev/host/_rpc/SOURCE
-CONSOLE_HTMX := shared/console/static/htmx.min.js
+CONSOLE_HTMX := shared/entrypoints/console/static/htmx.min.js
 RUN_DEPS := $(VENV)/.installed node_modules/.installed $(RPC_PROTOS) $(CONSOLE_HTMX)
 setup:
 	@$(MAKE) --no-print-directory -s -j2 $(RUN_DEPS) $(CHECKOV_VENV)/.installed chromium
