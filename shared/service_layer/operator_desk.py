@@ -47,7 +47,7 @@ class OperatorDesk:
     def _replay_ports(self) -> ReplayPorts:
         return ReplayPorts(self.archive, self.resender, self.seeder, self.audit)
 
-    def replay(self, session_id: str, ask: Ask) -> ReplayResult:
+    def replay(self, session_id: str, ask: Ask, *, force: bool = False) -> ReplayResult:
         """``replay_for_operator``: replay the session as archived, audited."""
         return replay_for_operator(
             *self._replay_ports,
@@ -55,6 +55,7 @@ class OperatorDesk:
             key=ask.key,
             who=ask.who,
             note=ask.note or "",
+            force=force,
             requests=self.requests,
         )
 

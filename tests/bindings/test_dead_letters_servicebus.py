@@ -21,7 +21,7 @@ from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.domain.archive import FailureRecord, replay_session_id
 from shared.domain.pipelines import PURCHASE_TASKS
 from shared.domain.session_state import decode_session_state
-from shared.entrypoints.replays import replay_requests
+from shared.entrypoints.replay_queue import replay_requests
 from tests.builders import purchase_message
 
 from .conftest import StorageApp
