@@ -17,6 +17,7 @@ from typing import Any
 import azure.functions as func
 
 from ..bootstrap import container
+from ..bootstrap.operator_desk import Ask
 from ..domain.archive import STATUS_CHOICES, SummaryFilter, status_filter
 from ..domain.confirmations import Selection
 from ..domain.errors import InvalidInput
@@ -25,7 +26,6 @@ from ..service_layer.bulk_actions import bulk_action
 from ..service_layer.bulk_replay import get_bulk_replay, request_bulk_replay
 from ..service_layer.fingerprints import failure_fingerprints, sessions_with_fingerprint
 from ..service_layer.history import session_history
-from ..service_layer.operator_desk import Ask
 from . import views
 from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import (
