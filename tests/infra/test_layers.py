@@ -65,6 +65,11 @@ def test_the_tree_keeps_every_import_contract() -> None:
             "the app does not import the local tools",
         ),
         (
+            "spark_jobs/product_import/sending.py",
+            "from shared.adapters import azure_clients",
+            "the Spark job reaches the app's adapters only through its clients module",
+        ),
+        (
             "localdev/servicebus_emulator/__init__.py",
             "import shared.config",
             "the Service Bus emulator imports neither the app nor the other local tools",
