@@ -13,7 +13,7 @@ CHECKOV_VENV := .venv-checkov
 # The local host talks to Microsoft's Python worker in the Functions RPC protocol, compiled here
 # from Microsoft's published build of it (localdev/host/rpc_build.py, localdev/host/README.md).
 RPC_PROTOS := localdev/host/_rpc/SOURCE
-CONSOLE_HTMX := shared/console/static/htmx.min.js
+CONSOLE_HTMX := shared/entrypoints/console/static/htmx.min.js
 RUN_DEPS := $(VENV)/.installed node_modules/.installed $(RPC_PROTOS) $(CONSOLE_HTMX)
 setup:
 	@$(MAKE) --no-print-directory -s -j2 $(RUN_DEPS) $(CHECKOV_VENV)/.installed chromium
@@ -99,13 +99,15 @@ flaky: setup
 screenshots: setup
 	CONSOLE_SCREENSHOTS=docs/images/console $(PY) -m pytest tests/console -q
 
+# lint-imports checks the import contracts in pyproject.toml: what may import what.
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) node_modules localdev/host/_rpc .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) node_modules localdev/host/_rpc .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
 
 # The whole app locally: Azurite, the Service Bus emulator, an SMTP sink and the local
 # Functions host, on the standard ports, with their data kept in .data/ across restarts.

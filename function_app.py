@@ -16,11 +16,10 @@ from shared.entrypoints import (
     console,
     failed_sessions_http,
     imports_http,
-    operator_http,
     orders_http,
     overview_http,
     pipeline_http,
-    replays,
+    replay_queue,
     session_queues,
 )
 
@@ -32,9 +31,8 @@ app.register_functions(session_queues.bp)
 app.register_functions(pipeline_http.bp)
 app.register_functions(archive_timer.bp)
 app.register_functions(failed_sessions_http.bp)
-app.register_functions(replays.bp)
+app.register_functions(replay_queue.bp)
 app.register_functions(imports_http.bp)
-app.register_functions(operator_http.bp)
 app.register_functions(overview_http.bp)
 for console_blueprint in console.BLUEPRINTS:
     app.register_functions(console_blueprint)

@@ -28,8 +28,9 @@ from multiprocessing.connection import Connection
 
 from localdev.otlp_receiver import run_otlp_receiver
 from shared.service_layer.session_messages import IncomingMessage, Outcome, Result
-from shared.telemetry.setup import OTLP_ENDPOINT, Telemetry, configure_telemetry, use_telemetry
-from shared.telemetry.tasks import task_invocation
+from shared.service_layer.task_telemetry import task_invocation
+from shared.telemetry.plan import Telemetry
+from shared.telemetry.setup import OTLP_ENDPOINT, configure_telemetry, use_telemetry
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 # Flushed every this many items, under the batch processors' queue (2,048), so none is dropped:

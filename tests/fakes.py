@@ -247,7 +247,7 @@ class InMemoryDeadLetterArchive:
     def mark_replayed(self, rows: Sequence[domain.ArchivedMessage]) -> None:
         self.save(rows)
 
-    def get_record(self, session_id: str) -> domain.FailureRecord | None:
+    def find_record(self, session_id: str) -> domain.FailureRecord | None:
         return self.records.get(session_id)
 
     def save_summary(self, summary: domain.FailedSession) -> None:
@@ -390,7 +390,7 @@ class InMemoryOrderProgress:
     def record(self, job_id: str, outcome: StepOutcome) -> None:
         self.steps.setdefault(job_id, {})[outcome.step] = outcome
 
-    def get(self, job_id: str) -> OrderRecord | None:
+    def find(self, job_id: str) -> OrderRecord | None:
         if job_id not in self.accepted and job_id not in self.steps:
             return None
         session_id, at = self.accepted.get(job_id, (None, None))
@@ -399,7 +399,7 @@ class InMemoryOrderProgress:
 
     def records(self, *, up_to: int) -> list[OrderRecord]:
         jobs = sorted({*self.accepted, *self.steps})[:up_to]
-        return [record for job in jobs if (record := self.get(job)) is not None]
+        return [record for job in jobs if (record := self.find(job)) is not None]
 
 
 # -- product imports --------------------------------------------------------------------------
@@ -440,7 +440,7 @@ class InMemorySessionOutcomes:
     def accept(self, outcome: SessionOutcome) -> None:
         self.outcomes.setdefault((outcome.job_id, outcome.session_id), outcome)
 
-    def get(self, job_id: str, session_id: str) -> SessionOutcome | None:
+    def find(self, job_id: str, session_id: str) -> SessionOutcome | None:
         return self.outcomes.get((job_id, session_id))
 
     def of_job(self, job_id: str) -> list[SessionOutcome]:

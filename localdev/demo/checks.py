@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from shared.domain.archive import SESSION_FAILED
 from shared.domain.payments import Charge
+from shared.domain.reasons import SESSION_FAILED
 
 from .catalogue import ImportRun
 from .observed import Receipt

@@ -80,7 +80,7 @@ class TableFailedSessions:
         )
 
     @translated(TABLE_STORAGE)
-    def get_record(self, session_id: str) -> FailureRecord | None:
+    def find_record(self, session_id: str) -> FailureRecord | None:
         entity = self._summary_entity(session_id)
         if entity is None or not entity.get("record_reason"):
             return None

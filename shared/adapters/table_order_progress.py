@@ -57,7 +57,7 @@ class TableOrderProgress:
         self._table.upsert_entity(entity, mode=UpdateMode.REPLACE)
 
     @translated(TABLE_STORAGE)
-    def get(self, job_id: str) -> OrderRecord | None:
+    def find(self, job_id: str) -> OrderRecord | None:
         entities = list(
             self._table.query_entities("PartitionKey eq @pk", parameters={"pk": table_key(job_id)})
         )

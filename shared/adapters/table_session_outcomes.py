@@ -33,7 +33,7 @@ class TableSessionOutcomes:
             self._table.create_entity(_entity(outcome))
 
     @translated(TABLE_STORAGE)
-    def get(self, job_id: str, session_id: str) -> SessionOutcome | None:
+    def find(self, job_id: str, session_id: str) -> SessionOutcome | None:
         try:
             entity = self._table.get_entity(table_key(job_id), table_key(session_id))
         except ResourceNotFoundError:

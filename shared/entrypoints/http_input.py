@@ -11,6 +11,7 @@ and a body without one (chunked) is measured before it is decoded or parsed.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from ..domain.audit import key_holder
 from ..domain.errors import InvalidInput, TooLarge
 from ..domain.idempotency import HEADER, idempotency_key
 from ..domain.json_documents import check_text, parse_json_object
+from ..domain.replays import ReplayRequestNotFound
 
 MAX_ID_LENGTH = 256  # session ids (Service Bus: 128), job ids, request ids
 MAX_FILTER_LENGTH = 1024  # queue, task, reason filters
@@ -34,6 +36,16 @@ def route_value(req: func.HttpRequest, name: str, *, max_length: int = MAX_ID_LE
     here; decoding everything again would turn an id's literal ``%41`` into ``A``."""
     value = _ENCODED_SLASH.sub("/", req.route_params[name])
     _bounded(name, value, max_length)
+    return value
+
+
+def request_id_of(value: str) -> str:
+    """Request ids are UUIDs; anything else ('#', '?', ...) is no key the table could hold,
+    so no request: raises ``ReplayRequestNotFound``."""
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        raise ReplayRequestNotFound(value) from None
     return value
 
 

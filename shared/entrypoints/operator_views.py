@@ -1,5 +1,5 @@
-"""The JSON documents of the operator's API (``operator_http``, ``overview_http``), built from
-the services' results."""
+"""The JSON documents of the operator's API (``failed_sessions_http``, ``overview_http``),
+built from the services' results."""
 
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ from azure.servicebus import ServiceBusReceivedMessage
 from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
 
 from ..service_layer.processor import IncomingMessage, Result, SessionProcessor
-from ..telemetry.tasks import InvocationTrace, task_invocation
+from ..service_layer.task_telemetry import task_invocation
+from ..telemetry.context import InvocationTrace
 from .servicebus_actions import FunctionSessionActions, incoming_message
 
 logger = logging.getLogger(__name__)

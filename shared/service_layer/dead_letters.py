@@ -125,4 +125,4 @@ def _row(letter: DeadLetter, clock: Clock) -> ArchivedMessage:
 
 def _refresh_summary(archive: DeadLetterArchive, session_id: str) -> None:
     rows = archive.list_session(session_id, bodies=False)
-    archive.save_summary(summarize(session_id, rows, archive.get_record(session_id)))
+    archive.save_summary(summarize(session_id, rows, archive.find_record(session_id)))

@@ -98,7 +98,7 @@ def _outcome(
         return "failed again", again.reason
     rows = archive.list_session(session_id, bodies=False)
     job_id = next((row.job_id for row in rows if row.job_id), None)
-    ended = progress.sessions.get(job_id, new_session_id) if job_id else None
+    ended = progress.sessions.find(job_id, new_session_id) if job_id else None
     if ended is None:
         return "in progress", None
     if ended.status == COMPLETED:

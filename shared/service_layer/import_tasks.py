@@ -11,8 +11,7 @@ from ..domain.errors import InvalidInput, PermanentTaskError
 from ..domain.pipelines import IMPORT_PRODUCT
 from ..domain.products import Product, parse_product
 from .ports import ProductCatalog
-from .processor import Task, TaskInvocation
-from .session_messages import BatchTask
+from .session_messages import BatchTask, Task, TaskInvocation
 
 
 def import_tasks(catalog: ProductCatalog) -> dict[str, Task]:

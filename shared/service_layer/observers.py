@@ -12,8 +12,7 @@ from ..domain.envelope import TaskMessage
 from ..domain.order_status import COMPLETED, FAILED, StepOutcome
 from .clock import Clock, utc_now
 from .ports import ImportProgress, OrderProgress, RowOutcome
-from .processor import IncomingMessage, Observer, Outcome
-from .session_messages import Told
+from .session_messages import IncomingMessage, Observer, Outcome, Told
 
 IMPORTED = "imported"
 ROW_FAILED = "failed"

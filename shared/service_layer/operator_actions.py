@@ -40,15 +40,19 @@ def replay_for_operator(
     key: str,
     who: str,
     note: str = "",
+    force: bool = False,
     requests: IdempotentRequests | None = None,
     clock: Clock = utc_now,
 ) -> ReplayResult:
     """Replay the session under ``key`` and audit it once (a repeat of the same request
-    sends nothing and records nothing new). Raises what ``replay_session`` raises."""
+    sends nothing and records nothing new); ``force`` as for ``replay_session``. Raises what
+    ``replay_session`` raises."""
     note = note.strip()
     if len(note) > NOTE_MAX:
         raise InvalidInput("note", f"must be at most {NOTE_MAX} characters, got {len(note)}")
-    result = replay_session(archive, resender, seeder, session_id, key, requests=requests)
+    result = replay_session(
+        archive, resender, seeder, session_id, key, force=force, requests=requests
+    )
     _audit(audit, result, "replay", who, note, key, (), clock)
     return result
 

@@ -32,7 +32,10 @@ class AuditTrail(Protocol):
 class Confirmations(Protocol):
     def issue(
         self, action: BulkAction, selection: Selection, sessions: int, digest: str, expires_at: str
-    ) -> Confirmation: ...
+    ) -> Confirmation:
+        """A new single-use token confirming ``action`` on the ``sessions`` selected (their
+        ids' ``digest``), valid until ``expires_at``."""
+        ...
 
     def redeem(self, token: str) -> Confirmation:
         """Once per token; raises ``ConfirmationRefused`` when unknown or already redeemed."""

@@ -113,7 +113,7 @@ class OrderLookup:
         """Where the order stands (``shared.domain.order_status``), with the replays of its
         failed session and their outcomes. Raises ``OrderNotFound`` when nothing was recorded
         of it."""
-        record = self.progress.get(job_id)
+        record = self.progress.find(job_id)
         if record is None:
             raise OrderNotFound(job_id)
         session_id = record.session_id or job_id
@@ -127,7 +127,7 @@ class OrderLookup:
             PURCHASE_TASKS,
             order_number=self.order_numbers.find(job_id),
             charged=(charge.amount, charge.currency) if charge else None,
-            failure=self.archive.get_record(session_id),
+            failure=self.archive.find_record(session_id),
             claim=claim,
         )
         if claim is None:
@@ -138,7 +138,7 @@ class OrderLookup:
     def find(self, reference: str) -> OrderStatus:
         """The order ``reference`` names: a job id, else an order number. Raises
         ``OrderNotFound`` when it is neither."""
-        if self.progress.get(reference) is not None:
+        if self.progress.find(reference) is not None:
             return self.status(reference)
         job_id = self.order_numbers.job_of(reference)
         if job_id is None:

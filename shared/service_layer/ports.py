@@ -1,5 +1,8 @@
 """The outside world as the services see it. Each port has a real adapter in
-``shared.adapters`` and an in-memory twin in ``tests/fakes.py`` for unit tests."""
+``shared.adapters`` and an in-memory twin in ``tests/fakes.py`` for unit tests.
+
+Names follow the Azure SDK's: ``get`` raises when the thing is missing, ``find`` returns None
+(or leaves it out), ``list``/``of`` return an empty list."""
 
 from __future__ import annotations
 
@@ -33,15 +36,29 @@ from ..domain.session_outcomes import SessionOutcome
 class SessionActions(Protocol):
     """What the processor may do with the session and the message it is handling."""
 
-    def get_state(self) -> bytes | None: ...
+    def get_state(self) -> bytes | None:
+        """The session's state as last set; None when it has none. (None is the state's
+        value here, not a missing session: the SDK's ``get_session_state`` answers the same.)"""
+        ...
 
-    def set_state(self, state: bytes | None) -> None: ...
+    def set_state(self, state: bytes | None) -> None:
+        """Replace the session's state; None clears it. A failure raises: the invocation
+        fails and the message is delivered again."""
+        ...
 
-    def complete(self) -> None: ...
+    def complete(self) -> None:
+        """Settle the message as done; it is not delivered again. A failure raises: the
+        message is delivered again (the processor is safe to re-run)."""
+        ...
 
-    def abandon(self) -> None: ...
+    def abandon(self) -> None:
+        """Hand the message back for another delivery (its delivery count goes up)."""
+        ...
 
-    def dead_letter(self, reason: str, description: str) -> None: ...
+    def dead_letter(self, reason: str, description: str) -> None:
+        """Move the message to the dead-letter sub-queue with ``reason`` and
+        ``description``; it is not delivered again."""
+        ...
 
     def release_session(self) -> None:
         """Let the host take another session as soon as this invocation ends, instead of
@@ -68,7 +85,9 @@ class ProductCatalog(Protocol):
         """The products that exist among ``skus`` (missing ones are left out)."""
         ...
 
-    def upsert(self, product: Product) -> None: ...
+    def upsert(self, product: Product) -> None:
+        """Insert or replace the product under its SKU; repeating it changes nothing."""
+        ...
 
     def upsert_many(self, products: Sequence[Product]) -> None:
         """Create or replace each product, in as few requests as the store allows; a SKU given
@@ -95,7 +114,9 @@ class ReceiptStore(Protocol):
         """Store (overwrite) the receipt and return where it is."""
         ...
 
-    def load(self, order_number: str) -> bytes: ...
+    def load(self, order_number: str) -> bytes:
+        """The stored receipt, byte for byte; raises ``ReceiptNotFound`` when there is none."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -115,7 +136,10 @@ class Email:
 
 
 class EmailSender(Protocol):
-    def send(self, email: Email) -> None: ...
+    def send(self, email: Email) -> None:
+        """Deliver ``email``, or raise a transient or permanent task error. A repeat sends it
+        again (with the same ``message_id``, so the recipient can tell)."""
+        ...
 
 
 class TaskSender(Protocol):
@@ -159,11 +183,16 @@ class DeadLetterReader(Protocol):
         """Up to ``max_messages`` peek-locked dead letters; an empty list when there are none."""
         ...
 
-    def complete(self, letters: Sequence[DeadLetter]) -> None: ...
+    def complete(self, letters: Sequence[DeadLetter]) -> None:
+        """Remove ``letters`` from the dead-letter sub-queue (after they are archived)."""
+        ...
 
 
 class DeadLetterSource(Protocol):
-    def open(self, queue: str) -> AbstractContextManager[DeadLetterReader]: ...
+    def open(self, queue: str) -> AbstractContextManager[DeadLetterReader]:
+        """A reader of ``queue``'s dead-letter sub-queue, closed when the block ends; letters
+        it received and did not complete stay in the sub-queue."""
+        ...
 
 
 class DeadLetterArchive(Protocol):
@@ -176,11 +205,19 @@ class DeadLetterArchive(Protocol):
         ``bodies=False`` the bodies may be left empty (a summary needs none: no Blob reads)."""
         ...
 
-    def mark_replayed(self, rows: Sequence[ArchivedMessage]) -> None: ...
+    def mark_replayed(self, rows: Sequence[ArchivedMessage]) -> None:
+        """Store each row's replay status (``ArchivedMessage.replayed``); repeating it changes
+        nothing."""
+        ...
 
-    def get_record(self, session_id: str) -> FailureRecord | None: ...
+    def find_record(self, session_id: str) -> FailureRecord | None:
+        """The failure record the processor journaled for the session, or None."""
+        ...
 
-    def save_summary(self, summary: FailedSession) -> None: ...
+    def save_summary(self, summary: FailedSession) -> None:
+        """Store the session's summary (upsert); its failure record and claim stay as they
+        are."""
+        ...
 
     def get_summary(self, session_id: str) -> FailedSession:
         """Raises ``SessionNotArchived``."""
@@ -237,7 +274,9 @@ class SessionSeeder(Protocol):
 
 
 class ReplayRequestStore(Protocol):
-    def save(self, request: ReplayRequest) -> None: ...
+    def save(self, request: ReplayRequest) -> None:
+        """Store the request under its id (overwrites: a later save is its newer progress)."""
+        ...
 
     def get(self, request_id: str) -> ReplayRequest:
         """Raises ``ReplayRequestNotFound``."""
@@ -245,7 +284,9 @@ class ReplayRequestStore(Protocol):
 
 
 class ReplayQueue(Protocol):
-    def enqueue(self, request_id: str) -> None: ...
+    def enqueue(self, request_id: str) -> None:
+        """Queue the bulk request for the replay queue's trigger, which runs it."""
+        ...
 
 
 class IdempotencyRecords(Protocol):
@@ -282,7 +323,9 @@ class OrderProgress(Protocol):
         """Upsert the latest outcome of one step."""
         ...
 
-    def get(self, job_id: str) -> OrderRecord | None: ...
+    def find(self, job_id: str) -> OrderRecord | None:
+        """The order's record, or None when it was never accepted."""
+        ...
 
     def records(self, *, up_to: int) -> list[OrderRecord]:
         """The recorded orders, at most ``up_to`` of them (in no particular order)."""
@@ -332,14 +375,18 @@ class SessionOutcomes(Protocol):
     """How each session ended (``SessionOutcome``), recorded by the processor for every
     pipeline; one per session, overwritten when recorded again."""
 
-    def record(self, outcome: SessionOutcome) -> None: ...
+    def record(self, outcome: SessionOutcome) -> None:
+        """Store how the session ended (overwrites)."""
+        ...
 
     def accept(self, outcome: SessionOutcome) -> None:
         """Record a session just sent, unless it already ended (a fast processor may finish
         it before its sender gets here): never overwrites."""
         ...
 
-    def get(self, job_id: str, session_id: str) -> SessionOutcome | None: ...
+    def find(self, job_id: str, session_id: str) -> SessionOutcome | None:
+        """The session's outcome, or None when none was recorded."""
+        ...
 
     def of_job(self, job_id: str) -> list[SessionOutcome]:
         """Every recorded session of the job, oldest first; empty when none ended yet."""

@@ -33,7 +33,7 @@ from .ports import (
     ReceiptRenderer,
     ReceiptStore,
 )
-from .processor import Task, TaskInvocation
+from .session_messages import Task, TaskInvocation
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ def _replay(
 
     queue = rows[0].queue
     pending = [row for row in rows if row.status != REPLAYED]
-    record = archive.get_record(session_id)
+    record = archive.find_record(session_id)
     if pending:
         if len(pending) == len(rows):
             # Start the new session where the failed one stopped, knowing what it knew. An

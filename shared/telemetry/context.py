@@ -11,10 +11,11 @@ both are read here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from opentelemetry import trace
-from opentelemetry.trace import NonRecordingSpan, SpanContext
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .setup import telemetry
@@ -79,3 +80,36 @@ def _text(properties: Mapping[Any, Any], name: str) -> str | None:
         except UnicodeDecodeError:
             return None
     return value if isinstance(value, str) else None
+
+
+class InvocationTrace(Protocol):
+    """The trace context the Functions host hands an invocation (``context.trace_context``)."""
+
+    @property
+    def trace_parent(self) -> str: ...
+    @property
+    def trace_state(self) -> str: ...
+
+
+def invocation_span_context(invocation: InvocationTrace | None) -> SpanContext | None:
+    if invocation is None:
+        return None
+    return span_context_of(invocation.trace_parent, invocation.trace_state)
+
+
+def parent_context(
+    message: SpanContext | None, invocation: SpanContext | None
+) -> tuple[Context | None, list[Link]]:
+    """The parent of a span for work that ``message`` (the sender's context) asked for and
+    the host ran in ``invocation``: the host's span when it is in the sender's trace, else the
+    sender's context with a link to the host's span; None (a new trace) with neither."""
+    if message is None and invocation is None:
+        return None, []
+    if message is None or (invocation is not None and invocation.trace_id == message.trace_id):
+        chosen = invocation
+        links: list[Link] = []
+    else:
+        chosen = message
+        links = [Link(invocation)] if invocation is not None else []
+    assert chosen is not None
+    return trace.set_span_in_context(trace.NonRecordingSpan(chosen)), links

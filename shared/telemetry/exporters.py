@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.sampling import Sampler
 
 from .metrics import PipelineMetrics
-from .setup import INSTRUMENTATION_NAME, ExportPlan, Telemetry
+from .plan import INSTRUMENTATION_NAME, ExportPlan, Telemetry
 
 DEFAULT_SERVICE_NAME = "servicebus-session-pipelines"
 # The sampler settings (infra/app/function.bicep keeps every trace; docs/telemetry.md).

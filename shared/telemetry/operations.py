@@ -14,9 +14,14 @@ from typing import Any
 
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
-from .context import message_span_context, span_context_of
+from .context import (
+    InvocationTrace,
+    invocation_span_context,
+    message_span_context,
+    parent_context,
+    span_context_of,
+)
 from .setup import telemetry
-from .tasks import InvocationTrace, invocation_span_context, parent_context
 
 Note = Callable[..., None]
 

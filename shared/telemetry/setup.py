@@ -15,52 +15,14 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
-if TYPE_CHECKING:
-    from opentelemetry.trace import Tracer
-
-    from .metrics import PipelineMetrics
+from .plan import DISABLED, ExportPlan, Telemetry
 
 CONNECTION_STRING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
 OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 SDK_DISABLED = "OTEL_SDK_DISABLED"
 WORKER_CONFIGURES_DISTRO = "PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY"
-INSTRUMENTATION_NAME = "shared.telemetry"
-
-
-def _nothing() -> None:
-    return None
-
-
-@dataclass(frozen=True)
-class Telemetry:
-    """The tracer and instruments of this process; all None when nothing is exported.
-    ``exporting`` names the destinations (``azure-monitor``, ``otlp``)."""
-
-    tracer: Tracer | None = None
-    metrics: PipelineMetrics | None = None
-    exporting: tuple[str, ...] = ()
-    flush: Callable[[], None] = field(default=_nothing, repr=False)
-    shutdown: Callable[[], None] = field(default=_nothing, repr=False)
-
-
-DISABLED = Telemetry()
-
-
-@dataclass(frozen=True)
-class ExportPlan:
-    """Where telemetry goes; empty when nowhere."""
-
-    connection_string: str = ""
-    otlp_endpoint: str = ""
-    distro_configured_by_worker: bool = False
-
-    @property
-    def exports(self) -> bool:
-        return bool(self.connection_string or self.otlp_endpoint)
 
 
 def export_plan(environ: Mapping[str, str]) -> ExportPlan:

@@ -104,9 +104,7 @@ def executors_run_this_python(environ: MutableMapping[str, str]) -> None:
 def save_manifest(storage: StorageConnectionSettings, manifest: JobManifest) -> None:
     """Save the manifest to the importjobs table, with the app's table client (a connection
     string, UseDevelopmentStorage=true included, or the storage account with a credential)."""
-    from shared.adapters.azure_clients import table_service
-
-    from .manifest import IMPORT_JOBS_TABLE, TableManifestStore
+    from .clients import IMPORT_JOBS_TABLE, TableManifestStore, table_service
 
     service = table_service(storage)
     service.create_table_if_not_exists(IMPORT_JOBS_TABLE)

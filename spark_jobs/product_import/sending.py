@@ -38,11 +38,10 @@ from azure.servicebus import (
 )
 from azure.servicebus.exceptions import MessageSizeExceededError
 
-from shared.adapters.azure_clients import service_bus_client
-from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.config import ServiceBusConnectionSettings
 from shared.domain.pipelines import import_message
 
+from .clients import service_bus_client, to_service_bus_message
 from .columns import FIELDS
 
 log = logging.getLogger("spark_jobs.product_import.sending")

@@ -24,10 +24,12 @@ from shared.entrypoints.archive_timer import archive_dead_letters
 from shared.entrypoints.failed_sessions_http import (
     failed_session_groups,
     get_failed_session,
+    get_replay,
     list_failed_sessions,
     replay_failed_session,
+    request_replay,
 )
-from shared.entrypoints.replays import get_replay, replay_requests, request_replay
+from shared.entrypoints.replay_queue import replay_requests
 from tests.builders import NOW, purchase_dead_letter
 from tests.outages import unreachable_blobs, unreachable_tables
 

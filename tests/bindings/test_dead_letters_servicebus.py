@@ -12,16 +12,16 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusSubQueue
 
 from localdev.servicebus_emulator.testing import run_emulator
-from shared.adapters import parts as adapters
 from shared.adapters.servicebus_dead_letters import (
     ServiceBusResender,
     ServiceBusSessionSeeder,
 )
 from shared.adapters.servicebus_sender import to_service_bus_message
+from shared.bootstrap import parts as adapters
 from shared.domain.archive import FailureRecord, replay_session_id
 from shared.domain.pipelines import PURCHASE_TASKS
 from shared.domain.session_state import decode_session_state
-from shared.entrypoints.replays import replay_requests
+from shared.entrypoints.replay_queue import replay_requests
 from tests.builders import purchase_message
 
 from .conftest import StorageApp

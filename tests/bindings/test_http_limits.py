@@ -14,9 +14,12 @@ import pytest
 
 from shared.domain.idempotency import IdempotencyRecord, fingerprint
 from shared.domain.orders import parse_order
-from shared.entrypoints.failed_sessions_http import list_failed_sessions, replay_failed_session
+from shared.entrypoints.failed_sessions_http import (
+    list_failed_sessions,
+    replay_failed_session,
+    request_replay,
+)
 from shared.entrypoints.orders_http import get_order, submit_order_http
-from shared.entrypoints.replays import request_replay
 from tests.builders import order_document
 from tests.fakes import (
     InMemoryDeadLetterArchive,

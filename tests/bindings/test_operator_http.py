@@ -15,14 +15,16 @@ import pytest
 
 from shared.domain.archive import replay_session_id
 from shared.domain.envelope import TaskMessage
-from shared.entrypoints.failed_sessions_http import get_failed_session, list_failed_sessions
-from shared.entrypoints.operator_http import (
+from shared.entrypoints.failed_sessions_http import (
     confirm_bulk,
     edit_and_replay_session,
     failed_session_fingerprint,
     failed_session_fingerprints,
     failed_session_history,
+    get_failed_session,
+    list_failed_sessions,
     preview_bulk,
+    replay_failed_session,
     resolve_failed_session,
 )
 from shared.entrypoints.orders_http import get_order_by_number
@@ -124,6 +126,23 @@ def test_resolve_needs_a_key_and_a_note_then_takes_the_session_out_of_the_failed
     (entry,) = seen["entries"]
     assert (entry["action"], entry["note"]) == ("resolve", "duplicate of order-2")
     assert entry["who"].startswith("function key ") and "the-host-key" not in entry["who"]
+
+
+def test_a_plain_replay_is_audited_as_the_consoles_is(three_failed: StorageApp) -> None:
+    path, session_id = _session_route("order/1", "replay")
+
+    def send() -> func.HttpResponse:
+        headers = {**KEY, "Idempotency-Key": "p-1"}
+        return _post(replay_failed_session, path, headers=headers, session_id=session_id)
+
+    first = send()
+    assert first.status_code == 202
+    assert _json(send()) == _json(first)  # the same key: one replay, one audit entry
+
+    (entry,) = history("order/1")["entries"]
+    assert (entry["action"], entry["note"]) == ("replay", "")
+    assert entry["who"].startswith("function key ") and "the-host-key" not in entry["who"]
+    assert entry["new_session_id"] == replay_session_id("order/1", "p-1")
 
 
 def test_edit_and_replay_checks_the_edit_before_sending_and_audits_the_diff(

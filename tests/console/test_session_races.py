@@ -20,8 +20,8 @@ from urllib.parse import quote, urlencode
 
 from playwright.sync_api import Page, expect
 
-from shared.console.access import csrf_token_for
 from shared.domain.archive import replay_session_id
+from shared.entrypoints.console.access import csrf_token_for
 from tests.console.conftest import HOST_KEY, Console, screenshot, sign_in
 from tests.held_replay import replays_held
 

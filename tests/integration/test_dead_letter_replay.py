@@ -45,9 +45,14 @@ from shared.domain.envelope import TaskMessage, parse_task_message
 from shared.domain.pipelines import IMPORT_PRODUCT, PRODUCT_IMPORT, PURCHASE, import_message
 from shared.domain.products import Product
 from shared.domain.session_state import decode_session_state
-from shared.entrypoints.failed_sessions_http import get_failed_session, replay_failed_session
+from shared.entrypoints.failed_sessions_http import (
+    get_failed_session,
+    get_replay,
+    replay_failed_session,
+    request_replay,
+)
 from shared.entrypoints.imports_http import get_import
-from shared.entrypoints.replays import get_replay, replay_requests, request_replay
+from shared.entrypoints.replay_queue import replay_requests
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.import_tasks import import_product
 from shared.service_layer.orders import submit_order

@@ -25,8 +25,8 @@ def test_a_jobs_sessions_are_read_back_oldest_first_and_recording_again_overwrit
     outcomes.record(again)
 
     assert outcomes.of_job(job) == [first, again]
-    assert outcomes.get(job, "s/1") == first
-    assert outcomes.get(job, "no-such-session") is None
+    assert outcomes.find(job, "s/1") == first
+    assert outcomes.find(job, "no-such-session") is None
     assert outcomes.of_job("no-such-job") == []
 
 
@@ -38,5 +38,5 @@ def test_accepting_a_session_never_overwrites_its_end(table: TableClient) -> Non
     outcomes.accept(SessionOutcome("job-1", "s-1", "demo", "accepted", "2026-11-23T12:00:00"))
     outcomes.accept(SessionOutcome("job-2", "s-2", "demo", "accepted", "2026-11-23T12:00:00"))
 
-    assert outcomes.get("job-1", "s-1") == ended
+    assert outcomes.find("job-1", "s-1") == ended
     assert [o.status for o in outcomes.of_job("job-2")] == ["accepted"]

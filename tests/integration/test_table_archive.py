@@ -200,7 +200,7 @@ def summary(
 def test_failure_records_and_summaries_share_a_row_and_filter_and_page(
     archive: TableDeadLetterArchive,
 ) -> None:
-    assert archive.get_record("x/1") is None
+    assert archive.find_record("x/1") is None
     with pytest.raises(SessionNotArchived):
         archive.get_summary("x/1")
     archive.record(
@@ -220,7 +220,7 @@ def test_failure_records_and_summaries_share_a_row_and_filter_and_page(
         summary("z", task="CalculateTotal", reason="UnknownSku", status="replayed")
     )
 
-    record = archive.get_record("x/1")
+    record = archive.find_record("x/1")
     assert record is not None and record.context == {"total": "29.95"}
     assert archive.get_summary("x/1").failed_task == "ProcessPayment"
 

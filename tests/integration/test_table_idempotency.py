@@ -87,14 +87,14 @@ def test_order_progress_keeps_the_acceptance_and_the_latest_outcome_of_each_step
 ) -> None:
     progress = TableOrderProgress(table)
     job = "job/1#x"
-    assert progress.get(job) is None
+    assert progress.find(job) is None
 
     progress.accept(job, job, "t0")
     progress.record(job, StepOutcome(3, "ProcessPayment", "failed", "Down", job, "t1"))
     progress.record(job, StepOutcome(1, "GenerateOrderNumber", "completed", None, job, "t2"))
     progress.record(job, StepOutcome(3, "ProcessPayment", "completed", None, "replay-1", "t3"))
 
-    found = progress.get(job)
+    found = progress.find(job)
     assert found is not None
     assert (found.session_id, found.accepted_at) == (job, "t0")
     assert found.steps == (

@@ -35,7 +35,7 @@ if sys.argv[1] == "worker-distro":  # what the worker's distro set up: the proce
 
 from shared.service_layer.session_messages import IncomingMessage, Outcome, Result
 from shared.telemetry.setup import telemetry
-from shared.telemetry.tasks import task_invocation
+from shared.service_layer.task_telemetry import task_invocation
 
 logging.getLogger("shared").setLevel(logging.INFO)
 current = telemetry()

@@ -55,7 +55,7 @@ from shared.service_layer.purchase_tasks import PurchaseDependencies, purchase_t
 from shared.telemetry.context import sending_trace_properties
 from shared.telemetry.operations import request_span
 from shared.telemetry.setup import telemetry
-from shared.telemetry.tasks import task_invocation
+from shared.service_layer.task_telemetry import task_invocation
 from tests.builders import dead_letter, order_document
 from tests.fakes import (
     InMemoryDeadLetterArchive, InMemoryDeadLetterQueue, InMemoryEmailSender,

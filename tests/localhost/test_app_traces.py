@@ -25,7 +25,8 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from localdev.otlp_receiver import OtlpReceiver, Span, run_otlp_receiver
 from shared.domain.pipelines import PURCHASE_TASKS, purchase_messages
 from shared.telemetry.context import trace_id_of, trace_properties
-from shared.telemetry.setup import Telemetry, configure_telemetry, use_telemetry
+from shared.telemetry.plan import Telemetry
+from shared.telemetry.setup import configure_telemetry, use_telemetry
 from tests.polling import wait_for
 
 from .conftest import APP_IMPORT_QUEUE, APP_PURCHASE_QUEUE

@@ -102,8 +102,8 @@ def test_the_block_size_setting_picks_the_order_number_mode(
 ) -> None:
     from azure.data.tables import TableServiceClient
 
-    from shared.adapters import parts
     from shared.adapters.azure_clients import azurite_connection_string
+    from shared.bootstrap import parts
 
     env = {**APP_SETTINGS, **({"ORDER_NUMBER_BLOCK_SIZE": block_size} if block_size else {})}
     tables = TableServiceClient.from_connection_string(azurite_connection_string())

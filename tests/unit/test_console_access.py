@@ -4,7 +4,7 @@ App Service Authentication the signed-in user."""
 from __future__ import annotations
 
 from shared.config import ConsoleAccessSettings, console_access
-from shared.console.access import (
+from shared.entrypoints.console.access import (
     CSRF_COOKIE,
     Operator,
     csrf_ok,

@@ -14,5 +14,7 @@ def test_the_committed_htmx_is_the_pinned_npm_package() -> None:
     pinned = lock["packages"]["node_modules/htmx.org"]["version"]
     installed = ROOT / "node_modules" / "htmx.org"
     assert json.loads((installed / "package.json").read_text())["version"] == pinned
-    committed = (ROOT / "shared" / "console" / "static" / "htmx.min.js").read_bytes()
+    committed = (
+        ROOT / "shared" / "entrypoints" / "console" / "static" / "htmx.min.js"
+    ).read_bytes()
     assert committed == (installed / "dist" / "htmx.min.js").read_bytes()

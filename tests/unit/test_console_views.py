@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from shared.console.render import CONTENT_SECURITY_POLICY, render, static_file
-from shared.console.views import BODY_SHOWN_MAX, body_of, session_path
+from shared.entrypoints.console.render import CONTENT_SECURITY_POLICY, render, static_file
+from shared.entrypoints.console.views import BODY_SHOWN_MAX, body_of, session_path
 
 
 def test_a_json_body_is_pretty_printed_in_its_own_key_order() -> None:

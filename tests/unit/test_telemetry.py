@@ -30,6 +30,7 @@ from shared.service_layer.bulk_replay import request_bulk_replay, run_bulk_repla
 from shared.service_layer.operator_actions import edit_and_replay
 from shared.service_layer.ports import DeadLetter
 from shared.service_layer.session_messages import IncomingMessage, Outcome, Result
+from shared.service_layer.task_telemetry import task_invocation
 from shared.telemetry.context import (
     DIAGNOSTIC_ID,
     TRACEPARENT,
@@ -45,8 +46,8 @@ from shared.telemetry.operations import (
     operation_span,
     request_span,
 )
-from shared.telemetry.setup import ExportPlan, Telemetry, export_plan, use_telemetry
-from shared.telemetry.tasks import task_invocation
+from shared.telemetry.plan import ExportPlan, Telemetry
+from shared.telemetry.setup import export_plan, use_telemetry
 from tests import builders
 from tests.fakes import (
     InMemoryAuditTrail,
@@ -107,7 +108,7 @@ from opentelemetry import trace
 from shared.entrypoints import session_tasks
 from shared.service_layer.session_messages import IncomingMessage
 from shared.telemetry.setup import telemetry
-from shared.telemetry.tasks import task_invocation
+from shared.service_layer.task_telemetry import task_invocation
 from tests.fakes import (
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterQueue,

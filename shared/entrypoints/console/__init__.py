@@ -1,6 +1,11 @@
 """The operator console, served by the function app at ``/console`` (see
-``docs/console.md``): ``frame`` lets people in and serves the assets, ``pages`` renders what
-the services read, ``actions`` carries out what operators decide."""
+``docs/console.md``): server-rendered pages over the failed sessions, orders and imports.
+
+The bindings: ``frame`` lets people in and serves the assets, ``pages`` renders what the
+services read, ``actions`` and ``bulk`` carry out what operators decide. Beside them, without
+``azure.functions``: ``access`` decides who may use the console, ``views`` shapes what the
+services return into what the templates show, ``render`` turns the templates into HTML
+(escaped by default)."""
 
 from . import actions, bulk, frame, pages
 

@@ -11,12 +11,12 @@ from collections.abc import Callable
 import azure.functions as func
 
 from ...bootstrap import container
-from ...console import views
+from ...bootstrap.operator_desk import Ask, OperatorDesk
 from ...domain.errors import InvalidInput
 from ...service_layer.failed_sessions import get_failed_session
 from ...service_layer.operator_actions import console_key
-from ...service_layer.operator_desk import Ask, OperatorDesk
 from ..http_input import route_value
+from . import views
 from .frame import ANONYMOUS, Visit, console_view, redirect
 
 bp = func.Blueprint()

@@ -9,8 +9,7 @@ from ...bootstrap import container
 from ...domain.confirmations import Selection
 from ...service_layer.bulk_actions import bulk_action
 from ...service_layer.bulk_replay import get_bulk_replay
-from ..http_input import route_value
-from ..replays import request_id_of
+from ..http_input import request_id_of, route_value
 from .frame import ANONYMOUS, Visit, console_view, redirect
 
 bp = func.Blueprint()

@@ -2,7 +2,7 @@
 every POST, the services' errors as pages, and signing in and out; plus the static assets.
 
 The routes are anonymous to the Functions host: the console lets people in itself
-(``shared.console.access``: a function key kept in a cookie locally, App Service Authentication
+(``access``: a function key kept in a cookie locally, App Service Authentication
 in Azure).
 """
 
@@ -17,7 +17,10 @@ from urllib.parse import parse_qsl, urlsplit
 import azure.functions as func
 
 from ...bootstrap import container
-from ...console.access import (
+from ...domain.errors import PipelineError, ServiceUnavailable, TooLarge
+from ..http import detail_of, retry_after, status_of, traced
+from ..http_input import route_value
+from .access import (
     CSRF_FIELD,
     KEY_COOKIE,
     KEY_PATTERN,
@@ -27,10 +30,7 @@ from ...console.access import (
     identify,
     is_key,
 )
-from ...console.render import PAGE_HEADERS, STATIC_TYPES, render, static_file
-from ...domain.errors import PipelineError, ServiceUnavailable, TooLarge
-from ..http import detail_of, retry_after, status_of, traced
-from ..http_input import route_value
+from .render import PAGE_HEADERS, STATIC_TYPES, render, static_file
 
 logger = logging.getLogger(__name__)
 bp = func.Blueprint()

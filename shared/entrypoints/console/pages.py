@@ -9,7 +9,6 @@ import uuid
 import azure.functions as func
 
 from ...bootstrap import container
-from ...console import views
 from ...domain.archive import STATUS_CHOICES, SummaryFilter, status_filter
 from ...domain.errors import NotFound
 from ...service_layer import failed_sessions
@@ -19,6 +18,7 @@ from ...service_layer.imports import get_import_status
 from ...service_layer.overview import ORDERS_COUNTED_MAX, WAITING_COUNT_MAX, overview
 from ...service_layer.ports import Page
 from ..http_input import MAX_ID_LENGTH, query_text, route_value
+from . import views
 from .frame import ANONYMOUS, Visit, choice, console_view
 
 bp = func.Blueprint()

@@ -17,27 +17,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.context import Context
-from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from ..service_layer.session_messages import IncomingMessage, Outcome, Result
-from .context import message_span_context, span_context_of
-from .metrics import PipelineMetrics
-from .setup import telemetry
+from ..telemetry.context import (
+    InvocationTrace,
+    invocation_span_context,
+    message_span_context,
+    parent_context,
+)
+from ..telemetry.metrics import PipelineMetrics
+from ..telemetry.setup import telemetry
+from .session_messages import IncomingMessage, Outcome, Result
 
 Recorder = Callable[[Result], None]
-
-
-class InvocationTrace(Protocol):
-    """The trace context the Functions host hands an invocation (``context.trace_context``)."""
-
-    @property
-    def trace_parent(self) -> str: ...
-    @property
-    def trace_state(self) -> str: ...
 
 
 _DISPOSITIONS = {
@@ -104,30 +98,6 @@ def task_invocation(
         finally:
             if current.metrics is not None:
                 current.metrics.task_duration.record(time.perf_counter() - started, outcome)
-
-
-def invocation_span_context(invocation: InvocationTrace | None) -> SpanContext | None:
-    if invocation is None:
-        return None
-    return span_context_of(invocation.trace_parent, invocation.trace_state)
-
-
-def parent_context(
-    message: SpanContext | None, invocation: SpanContext | None
-) -> tuple[Context | None, list[Link]]:
-    """The parent of a span for work that ``message`` (the sender's context) asked for and
-    the host ran in ``invocation``: the host's span when it is in the sender's trace, else the
-    sender's context with a link to the host's span; None (a new trace) with neither."""
-    if message is None and invocation is None:
-        return None, []
-    if message is None or (invocation is not None and invocation.trace_id == message.trace_id):
-        chosen = invocation
-        links: list[Link] = []
-    else:
-        chosen = message
-        links = [Link(invocation)] if invocation is not None else []
-    assert chosen is not None
-    return trace.set_span_in_context(trace.NonRecordingSpan(chosen)), links
 
 
 def _describe(span: Span, result: Result) -> None:

@@ -1,5 +1,9 @@
 """The composition root: the one place that builds real adapters and wires the services.
 
+This package holds all of the wiring: the ``Container`` here, ``parts`` (each real adapter
+built from the clients it needs, imported on first use) and ``operator_desk`` (the operator's
+actions bound to the ports they use).
+
 Nothing is built at import time. Each part of the ``Container`` is built on first use, once
 per container, under the container's lock (the worker runs functions on a thread pool), and
 reused by every later invocation. Tests and the local host replace parts by name
@@ -13,15 +17,15 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
-from .adapters import parts as adapters
-from .config import Settings
-from .service_layer.history import Progress
-from .service_layer.idempotency import IdempotentRequests
-from .service_layer.operator_desk import OperatorDesk
-from .service_layer.orders import OrderLookup
-from .service_layer.overview import Sources
-from .service_layer.pipelines import Pipeline, registry
-from .service_layer.processor import RetryPolicy, SessionProcessor
+from ..config import Settings
+from ..service_layer.history import Progress
+from ..service_layer.idempotency import IdempotentRequests
+from ..service_layer.orders import OrderLookup
+from ..service_layer.overview import Sources
+from ..service_layer.pipelines import Pipeline, registry
+from ..service_layer.processor import RetryPolicy, SessionProcessor
+from . import parts as adapters
+from .operator_desk import OperatorDesk
 
 if TYPE_CHECKING:
     from azure.data.tables import TableServiceClient
@@ -29,9 +33,9 @@ if TYPE_CHECKING:
     from azure.storage.blob import BlobServiceClient
     from azure.storage.queue import QueueServiceClient
 
-    from .adapters.servicebus_sender import SenderPool
-    from .service_layer.operator_ports import AuditTrail, Confirmations, DeadLetterCounter
-    from .service_layer.ports import (
+    from ..adapters.servicebus_sender import SenderPool
+    from ..service_layer.operator_ports import AuditTrail, Confirmations, DeadLetterCounter
+    from ..service_layer.ports import (
         Archive,
         DeadLetterSource,
         EmailSender,
@@ -167,7 +171,7 @@ class Container:
             c.session_outcomes,
         )
     )
-    # Adapters, each built by ``shared.adapters.parts`` from the clients below.
+    # Adapters, each built by ``shared.bootstrap.parts`` from the clients below.
     catalog: Part[ProductCatalog] = Part(lambda c: adapters.catalog(c._table_service))
     order_numbers: Part[OrderNumbers] = Part(
         lambda c: adapters.order_numbers(c._table_service, c.settings)

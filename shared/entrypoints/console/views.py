@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
-from ..domain.archive import ArchivedMessage, FailedSession
+from ...domain.archive import ArchivedMessage, FailedSession
 
 BODY_SHOWN_MAX = 64 * 1024  # characters of a body the page shows; the rest is cut with a note
 

@@ -8,19 +8,19 @@ from dataclasses import dataclass
 
 from ..domain.confirmations import Preview, Selection
 from ..domain.replays import BulkAction, ReplayRequest
-from .bulk_actions import confirm_bulk_action, preview_bulk_action
-from .idempotency import IdempotentRequests
-from .operator_actions import edit_and_replay, replay_for_operator
-from .operator_ports import AuditTrail, Confirmations, ReplayPorts
-from .ports import (
+from ..service_layer.bulk_actions import confirm_bulk_action, preview_bulk_action
+from ..service_layer.idempotency import IdempotentRequests
+from ..service_layer.operator_actions import edit_and_replay, replay_for_operator
+from ..service_layer.operator_ports import AuditTrail, Confirmations, ReplayPorts
+from ..service_layer.ports import (
     DeadLetterArchive,
     MessageResender,
     ReplayQueue,
     ReplayRequestStore,
     SessionSeeder,
 )
-from .replay import ReplayResult
-from .resolve import Resolution, resolve_session
+from ..service_layer.replay import ReplayResult
+from ..service_layer.resolve import Resolution, resolve_session
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class OperatorDesk:
     def _replay_ports(self) -> ReplayPorts:
         return ReplayPorts(self.archive, self.resender, self.seeder, self.audit)
 
-    def replay(self, session_id: str, ask: Ask) -> ReplayResult:
+    def replay(self, session_id: str, ask: Ask, *, force: bool = False) -> ReplayResult:
         """``replay_for_operator``: replay the session as archived, audited."""
         return replay_for_operator(
             *self._replay_ports,
@@ -55,6 +55,7 @@ class OperatorDesk:
             key=ask.key,
             who=ask.who,
             note=ask.note or "",
+            force=force,
             requests=self.requests,
         )
 

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
 
-from ..config import ConsoleAccessSettings
-from ..domain.audit import key_holder
+from ...config import ConsoleAccessSettings
+from ...domain.audit import key_holder
 
 KEY_COOKIE = "console_key"
 CSRF_COOKIE = "console_csrf"

@@ -1,4 +1,4 @@
-"""The real adapters, each built from the clients it needs, for the composition root
+"""The real adapters, each built from the clients it needs, for the container
 (``shared.bootstrap``). Every function imports its adapter on first use: the SDKs (and
 ReportLab) are slow to import, and not every function of the app needs every one."""
 
@@ -12,61 +12,61 @@ if TYPE_CHECKING:
     from azure.storage.blob import BlobServiceClient
     from azure.storage.queue import QueueServiceClient
 
-    from ..config import ServiceBusConnectionSettings, Settings, StorageConnectionSettings
-    from .blob_receipts import BlobReceiptStore
-    from .pdf_receipts import ReportLabReceiptRenderer
-    from .servicebus_dead_letters import (
+    from ..adapters.blob_receipts import BlobReceiptStore
+    from ..adapters.pdf_receipts import ReportLabReceiptRenderer
+    from ..adapters.servicebus_dead_letters import (
         ServiceBusDeadLetterSource,
         ServiceBusResender,
         ServiceBusSessionSeeder,
     )
-    from .servicebus_sender import SenderPool, ServiceBusTaskSender
-    from .servicebus_waiting import ServiceBusDeadLetterCounter
-    from .simulated_payments import TableSimulatedPaymentGateway
-    from .smtp_email import SmtpEmailSender
-    from .storage_replay_queue import StorageQueueReplayQueue
-    from .table_archive import TableDeadLetterArchive
-    from .table_audit import TableAuditTrail
-    from .table_confirmations import TableConfirmations
-    from .table_idempotency import TableIdempotencyRecords
-    from .table_import_manifests import TableManifestStore
-    from .table_import_progress import TableImportProgress
-    from .table_order_numbers import TableBlockOrderNumbers, TableOrderNumbers
-    from .table_order_progress import TableOrderProgress
-    from .table_products import TableProductCatalog
-    from .table_replay_requests import TableReplayRequests
-    from .table_session_outcomes import TableSessionOutcomes
+    from ..adapters.servicebus_sender import SenderPool, ServiceBusTaskSender
+    from ..adapters.servicebus_waiting import ServiceBusDeadLetterCounter
+    from ..adapters.simulated_payments import TableSimulatedPaymentGateway
+    from ..adapters.smtp_email import SmtpEmailSender
+    from ..adapters.storage_replay_queue import StorageQueueReplayQueue
+    from ..adapters.table_archive import TableDeadLetterArchive
+    from ..adapters.table_audit import TableAuditTrail
+    from ..adapters.table_confirmations import TableConfirmations
+    from ..adapters.table_idempotency import TableIdempotencyRecords
+    from ..adapters.table_import_manifests import TableManifestStore
+    from ..adapters.table_import_progress import TableImportProgress
+    from ..adapters.table_order_numbers import TableBlockOrderNumbers, TableOrderNumbers
+    from ..adapters.table_order_progress import TableOrderProgress
+    from ..adapters.table_products import TableProductCatalog
+    from ..adapters.table_replay_requests import TableReplayRequests
+    from ..adapters.table_session_outcomes import TableSessionOutcomes
+    from ..config import ServiceBusConnectionSettings, Settings, StorageConnectionSettings
 
 
 # -- clients -------------------------------------------------------------------------------------
 
 
 def service_bus_client(settings: ServiceBusConnectionSettings) -> ServiceBusClient:
-    from . import azure_clients
+    from ..adapters import azure_clients
 
     return azure_clients.service_bus_client(settings)
 
 
 def table_service(settings: StorageConnectionSettings) -> TableServiceClient:
-    from . import azure_clients
+    from ..adapters import azure_clients
 
     return azure_clients.table_service(settings)
 
 
 def blob_service(settings: StorageConnectionSettings) -> BlobServiceClient:
-    from . import azure_clients
+    from ..adapters import azure_clients
 
     return azure_clients.blob_service(settings)
 
 
 def queue_service(settings: StorageConnectionSettings) -> QueueServiceClient:
-    from . import azure_clients
+    from ..adapters import azure_clients
 
     return azure_clients.queue_service(settings)
 
 
 def sender_pool(client: ServiceBusClient) -> SenderPool:
-    from .servicebus_sender import SenderPool
+    from ..adapters.servicebus_sender import SenderPool
 
     return SenderPool(client)
 
@@ -75,8 +75,8 @@ def sender_pool(client: ServiceBusClient) -> SenderPool:
 
 
 def catalog(tables: TableServiceClient) -> TableProductCatalog:
-    from .azure_clients import PRODUCTS_TABLE
-    from .table_products import TableProductCatalog
+    from ..adapters.azure_clients import PRODUCTS_TABLE
+    from ..adapters.table_products import TableProductCatalog
 
     return TableProductCatalog(tables.get_table_client(PRODUCTS_TABLE))
 
@@ -84,8 +84,8 @@ def catalog(tables: TableServiceClient) -> TableProductCatalog:
 def order_numbers(
     tables: TableServiceClient, settings: Settings
 ) -> TableOrderNumbers | TableBlockOrderNumbers:
-    from .azure_clients import ORDER_NUMBERS_TABLE
-    from .table_order_numbers import TableBlockOrderNumbers, TableOrderNumbers
+    from ..adapters.azure_clients import ORDER_NUMBERS_TABLE
+    from ..adapters.table_order_numbers import TableBlockOrderNumbers, TableOrderNumbers
 
     table = tables.get_table_client(ORDER_NUMBERS_TABLE)
     if settings.order_number_block_size:
@@ -94,8 +94,8 @@ def order_numbers(
 
 
 def payments(tables: TableServiceClient, settings: Settings) -> TableSimulatedPaymentGateway:
-    from .azure_clients import PAYMENTS_TABLE
-    from .simulated_payments import TableSimulatedPaymentGateway
+    from ..adapters.azure_clients import PAYMENTS_TABLE
+    from ..adapters.simulated_payments import TableSimulatedPaymentGateway
 
     return TableSimulatedPaymentGateway(
         tables.get_table_client(PAYMENTS_TABLE),
@@ -105,20 +105,20 @@ def payments(tables: TableServiceClient, settings: Settings) -> TableSimulatedPa
 
 
 def receipts(blobs: BlobServiceClient) -> BlobReceiptStore:
-    from .azure_clients import RECEIPTS_CONTAINER
-    from .blob_receipts import BlobReceiptStore
+    from ..adapters.azure_clients import RECEIPTS_CONTAINER
+    from ..adapters.blob_receipts import BlobReceiptStore
 
     return BlobReceiptStore(blobs.get_container_client(RECEIPTS_CONTAINER))
 
 
 def receipt_renderer() -> ReportLabReceiptRenderer:
-    from .pdf_receipts import ReportLabReceiptRenderer
+    from ..adapters.pdf_receipts import ReportLabReceiptRenderer
 
     return ReportLabReceiptRenderer()
 
 
 def email(settings: Settings) -> SmtpEmailSender:
-    from .smtp_email import SmtpEmailSender
+    from ..adapters.smtp_email import SmtpEmailSender
 
     return SmtpEmailSender(
         settings.smtp_host,
@@ -134,40 +134,40 @@ def email(settings: Settings) -> SmtpEmailSender:
 
 
 def task_sender(client: ServiceBusClient, senders: SenderPool) -> ServiceBusTaskSender:
-    from .servicebus_sender import ServiceBusTaskSender
+    from ..adapters.servicebus_sender import ServiceBusTaskSender
 
     return ServiceBusTaskSender(client, senders)
 
 
 def order_progress(tables: TableServiceClient) -> TableOrderProgress:
-    from .azure_clients import ORDER_PROGRESS_TABLE
-    from .table_order_progress import TableOrderProgress
+    from ..adapters.azure_clients import ORDER_PROGRESS_TABLE
+    from ..adapters.table_order_progress import TableOrderProgress
 
     return TableOrderProgress(tables.get_table_client(ORDER_PROGRESS_TABLE))
 
 
 def idempotency_records(tables: TableServiceClient) -> TableIdempotencyRecords:
-    from .azure_clients import IDEMPOTENCY_TABLE
-    from .table_idempotency import TableIdempotencyRecords
+    from ..adapters.azure_clients import IDEMPOTENCY_TABLE
+    from ..adapters.table_idempotency import TableIdempotencyRecords
 
     return TableIdempotencyRecords(tables.get_table_client(IDEMPOTENCY_TABLE))
 
 
 def import_progress(tables: TableServiceClient) -> TableImportProgress:
-    from .azure_clients import IMPORT_PROGRESS_TABLE
-    from .table_import_progress import TableImportProgress
+    from ..adapters.azure_clients import IMPORT_PROGRESS_TABLE
+    from ..adapters.table_import_progress import TableImportProgress
 
     return TableImportProgress(tables.get_table_client(IMPORT_PROGRESS_TABLE))
 
 
 def session_outcomes(tables: TableServiceClient) -> TableSessionOutcomes:
-    from .table_session_outcomes import SESSION_OUTCOMES_TABLE, TableSessionOutcomes
+    from ..adapters.table_session_outcomes import SESSION_OUTCOMES_TABLE, TableSessionOutcomes
 
     return TableSessionOutcomes(tables.get_table_client(SESSION_OUTCOMES_TABLE))
 
 
 def import_manifests(tables: TableServiceClient) -> TableManifestStore:
-    from .table_import_manifests import IMPORT_JOBS_TABLE, TableManifestStore
+    from ..adapters.table_import_manifests import IMPORT_JOBS_TABLE, TableManifestStore
 
     return TableManifestStore(tables.get_table_client(IMPORT_JOBS_TABLE))
 
@@ -176,12 +176,12 @@ def import_manifests(tables: TableServiceClient) -> TableManifestStore:
 
 
 def archive(tables: TableServiceClient, blobs: BlobServiceClient) -> TableDeadLetterArchive:
-    from .azure_clients import (
+    from ..adapters.azure_clients import (
         DEAD_LETTER_BODIES_CONTAINER,
         DEAD_LETTERS_TABLE,
         FAILED_SESSIONS_TABLE,
     )
-    from .table_archive import TableDeadLetterArchive
+    from ..adapters.table_archive import TableDeadLetterArchive
 
     return TableDeadLetterArchive(
         tables.get_table_client(DEAD_LETTERS_TABLE),
@@ -191,32 +191,32 @@ def archive(tables: TableServiceClient, blobs: BlobServiceClient) -> TableDeadLe
 
 
 def dead_letter_source(client: ServiceBusClient, settings: Settings) -> ServiceBusDeadLetterSource:
-    from .servicebus_dead_letters import ServiceBusDeadLetterSource
+    from ..adapters.servicebus_dead_letters import ServiceBusDeadLetterSource
 
     return ServiceBusDeadLetterSource(client, receive_wait=settings.archive_receive_wait_seconds)
 
 
 def resender(client: ServiceBusClient, senders: SenderPool) -> ServiceBusResender:
-    from .servicebus_dead_letters import ServiceBusResender
+    from ..adapters.servicebus_dead_letters import ServiceBusResender
 
     return ServiceBusResender(client, senders)
 
 
 def session_seeder(client: ServiceBusClient) -> ServiceBusSessionSeeder:
-    from .servicebus_dead_letters import ServiceBusSessionSeeder
+    from ..adapters.servicebus_dead_letters import ServiceBusSessionSeeder
 
     return ServiceBusSessionSeeder(client)
 
 
 def replay_requests(tables: TableServiceClient) -> TableReplayRequests:
-    from .azure_clients import REPLAY_REQUESTS_TABLE
-    from .table_replay_requests import TableReplayRequests
+    from ..adapters.azure_clients import REPLAY_REQUESTS_TABLE
+    from ..adapters.table_replay_requests import TableReplayRequests
 
     return TableReplayRequests(tables.get_table_client(REPLAY_REQUESTS_TABLE))
 
 
 def replay_queue(queues: QueueServiceClient, name: str) -> StorageQueueReplayQueue:
-    from .storage_replay_queue import StorageQueueReplayQueue, replay_queue_client
+    from ..adapters.storage_replay_queue import StorageQueueReplayQueue, replay_queue_client
 
     return StorageQueueReplayQueue(replay_queue_client(queues.get_queue_client(name)))
 
@@ -225,18 +225,18 @@ def replay_queue(queues: QueueServiceClient, name: str) -> StorageQueueReplayQue
 
 
 def audit_trail(tables: TableServiceClient) -> TableAuditTrail:
-    from .table_audit import AUDIT_TABLE, TableAuditTrail
+    from ..adapters.table_audit import AUDIT_TABLE, TableAuditTrail
 
     return TableAuditTrail(tables.get_table_client(AUDIT_TABLE))
 
 
 def confirmations(tables: TableServiceClient) -> TableConfirmations:
-    from .table_confirmations import CONFIRMATIONS_TABLE, TableConfirmations
+    from ..adapters.table_confirmations import CONFIRMATIONS_TABLE, TableConfirmations
 
     return TableConfirmations(tables.get_table_client(CONFIRMATIONS_TABLE))
 
 
 def dead_letter_counter(client: ServiceBusClient) -> ServiceBusDeadLetterCounter:
-    from .servicebus_waiting import ServiceBusDeadLetterCounter
+    from ..adapters.servicebus_waiting import ServiceBusDeadLetterCounter
 
     return ServiceBusDeadLetterCounter(client)

@@ -38,7 +38,7 @@ STATIC_TYPES = {"console.css": "text/css", "htmx.min.js": "text/javascript"}
 @functools.cache
 def _environment() -> Environment:
     environment = Environment(
-        loader=PackageLoader("shared.console", "templates"),
+        loader=PackageLoader("shared.entrypoints.console", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,
@@ -58,4 +58,4 @@ def static_file(name: str) -> bytes | None:
     """One of the console's own assets (``STATIC_TYPES``), or ``None``."""
     if name not in STATIC_TYPES:
         return None
-    return (resources.files("shared.console") / "static" / name).read_bytes()
+    return (resources.files("shared.entrypoints.console") / "static" / name).read_bytes()

@@ -1,0 +1,61 @@
+"""The ports say their contract: every method of every port has a docstring, and the names
+mean one thing (the Azure SDK's): ``get`` raises when the thing is missing, ``find`` answers
+None instead."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import pytest
+
+from shared.service_layer import operator_ports, ports
+
+# The session state's None is its value (no state yet), as in the SDK's get_session_state.
+STATE_GETTERS = {"SessionActions.get_state"}
+
+
+def _ports() -> list[type]:
+    found = []
+    for module in (ports, operator_ports):
+        for _, value in vars(module).items():
+            if (
+                inspect.isclass(value)
+                and value.__module__ == module.__name__
+                and Protocol in getattr(value, "__mro__", ())[1:]
+            ):
+                found.append(value)
+    return found
+
+
+def _methods(port: type) -> list[tuple[str, Callable[..., Any]]]:
+    return [
+        (name, member)
+        for name, member in vars(port).items()
+        if inspect.isfunction(member) and not name.startswith("_")
+    ]
+
+
+@pytest.mark.parametrize("port", _ports(), ids=lambda p: p.__name__)
+def test_every_port_method_says_its_contract(port: type) -> None:
+    missing = [name for name, member in _methods(port) if not inspect.getdoc(member)]
+
+    assert missing == []
+
+
+@pytest.mark.parametrize("port", _ports(), ids=lambda p: p.__name__)
+def test_get_raises_when_missing_and_find_may_answer_none(port: type) -> None:
+    optional_gets = [
+        name
+        for name, member in _methods(port)
+        if (name == "get" or name.startswith("get_"))
+        and f"{port.__name__}.{name}" not in STATE_GETTERS
+        and "None" in str(inspect.signature(member).return_annotation)
+    ]
+
+    assert optional_gets == [], "a get that may answer None is a find"
+
+
+def test_there_are_ports_to_check() -> None:
+    assert len(_ports()) > 15
