@@ -1,6 +1,6 @@
 """The wheel the bundle deploys declares every distribution its code imports: the job and the
 shared modules it reaches, lazy imports included (a cluster has only what the wheel asks
-for, plus pyspark)."""
+for, plus pyspark). Imports under ``if TYPE_CHECKING:`` never run, so they are not followed."""
 
 from __future__ import annotations
 
@@ -26,9 +26,28 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
+def _run_time_nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node of ``tree`` but those under ``if TYPE_CHECKING:``."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            yield node
+            for child in node.orelse:
+                yield child
+                yield from _run_time_nodes(child)
+            continue
+        yield node
+        yield from _run_time_nodes(node)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
 def _imports_of(name: str, path: Path) -> Iterator[str]:
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _run_time_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
