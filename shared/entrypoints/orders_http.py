@@ -9,7 +9,8 @@ import azure.functions as func
 
 from ..bootstrap import container
 from ..domain.pipelines import PURCHASE
-from ..service_layer.orders import submit_order
+from ..service_layer.jobs import start_job
+from ..service_layer.pipelines import registry
 from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import header_key, json_body, route_value
 from .views import order_status_view, order_url, order_view
@@ -31,13 +32,14 @@ def submit_order_http(req: func.HttpRequest) -> func.HttpResponse:
     key = header_key(req)
     document = json_body(req, max_bytes=MAX_BODY_BYTES, example=EXAMPLE)
     c = container()
-    order = submit_order(
+    order = start_job(
+        registry().get(PURCHASE),
         document,
         sender=c.task_sender,
         queue_name=c.settings.queue_of(PURCHASE),
+        accepted=c.order_progress.accept,
         idempotency_key=key,
         requests=c.idempotent_requests,
-        progress=c.order_progress,
     )
     logger.info("Accepted order job=%s session=%s", order.job_id, order.session_id)
     return json_response(

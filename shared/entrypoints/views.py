@@ -13,7 +13,7 @@ import azure.functions as func
 from ..domain.archive import ArchivedMessage, FailedSession
 from ..domain.order_status import OrderStatus
 from ..domain.replays import ReplayRequest
-from ..service_layer.orders import SubmittedOrder
+from ..service_layer.jobs import StartedJob
 from ..service_layer.pipelines import registry
 from ..service_layer.replay import ReplayResult
 from .http import url_for
@@ -47,7 +47,7 @@ def request_view(request: ReplayRequest) -> dict[str, Any]:
     return view
 
 
-def order_view(req: func.HttpRequest, order: SubmittedOrder) -> dict[str, Any]:
+def order_view(req: func.HttpRequest, order: StartedJob) -> dict[str, Any]:
     return {
         "job_id": order.job_id,
         "session_id": order.session_id,

@@ -1,11 +1,12 @@
 """Starting a job of a declared pipeline (its payload checked, its tasks enqueued as one
 session) and telling where it stands, from the session outcomes the processor records: what
-the generic start and status routes of ``shared.entrypoints.pipeline_http`` call."""
+the generic start and status routes of ``shared.entrypoints.pipeline_http`` call, and the
+purchase's ``POST /api/orders`` (``shared.entrypoints.orders_http``) starts its jobs with."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -43,30 +44,52 @@ class JobState:
     sessions: tuple[SessionOutcome, ...]  # the first session, then its replays
 
 
+# Records a job as accepted: (job id, session id, when).
+Accepted = Callable[[str, str, str], None]
+
+
+def session_accepted(outcomes: SessionOutcomes, pipeline: Pipeline) -> Accepted:
+    """Records a job of ``pipeline`` as accepted in the session outcomes, where
+    ``get_job`` reads it until the processor records how the session ended."""
+
+    def accept(job_id: str, session_id: str, at: str) -> None:
+        outcomes.accept(SessionOutcome(job_id, session_id, pipeline.name, ACCEPTED, at))
+
+    return accept
+
+
 def start_job(
     pipeline: Pipeline,
     document: Mapping[str, Any],
     *,
     sender: TaskSender,
     queue_name: str,
-    outcomes: SessionOutcomes,
+    accepted: Accepted | None = None,
     idempotency_key: str | None = None,
     requests: IdempotentRequests | None = None,
     clock: Clock = utc_now,
 ) -> StartedJob:
     """Check the payload with the pipeline's ``check_payload`` (``InvalidInput`` naming the
-    field, before anything is sent), enqueue every task as one session, then record the job
-    as accepted. With an Idempotency-Key the job id derives from the key, and with
-    ``requests`` a repeat gets the first result without sending anything (the key with
-    another payload is refused, as for orders)."""
-    pipeline.check_payload(document)
+    field, before anything is sent), enqueue every task as one session carrying the payload
+    (the mapping the check returns, its canonical form, else the document as given), then
+    record the job with ``accepted``: in the session outcomes (``session_accepted``) for the
+    generic status route, in the order progress for an order. An accepted job was enqueued:
+    nothing is recorded when the send fails.
+
+    With an Idempotency-Key the job id derives from the pipeline and the key, so the same
+    message ids go out again and duplicate detection drops a repeat; with ``requests`` too,
+    the key is scoped to the pipeline's route (the endpoint it was sent to), a repeat with the
+    same payload gets the first result without sending anything, the key with another payload
+    is refused (``IdempotencyKeyReused``) and a repeat while the first is in flight is refused
+    (``IdempotencyKeyInFlight``)."""
+    checked = pipeline.check_payload(document)
+    payload = checked if isinstance(checked, Mapping) else document
 
     def start(job_id: str) -> StartedJob:
-        messages = pipeline.messages(job_id, document)
+        messages = pipeline.messages(job_id, payload)
         sender.send_session(queue_name, job_id, messages)
-        outcomes.accept(
-            SessionOutcome(job_id, job_id, pipeline.name, ACCEPTED, clock().isoformat())
-        )
+        if accepted is not None:
+            accepted(job_id, job_id, clock().isoformat())
         return StartedJob(job_id, job_id, queue_name, tuple(m.task for m in messages))
 
     if not idempotency_key:
@@ -74,8 +97,9 @@ def start_job(
     job_id = str(uuid.uuid5(_JOB_NAMESPACE, f"{pipeline.name}:{idempotency_key}"))
     if requests is None:
         return start(job_id)
+    scope = pipeline.route or pipeline.name
     result = requests.run(
-        pipeline.name, idempotency_key, fingerprint(document), lambda: asdict(start(job_id))
+        scope, idempotency_key, fingerprint(payload), lambda: asdict(start(job_id))
     )
     return StartedJob(
         result["job_id"], result["session_id"], result["queue_name"], tuple(result["tasks"])

@@ -1,22 +1,15 @@
-"""Orders: accepting one (validate it, enqueue its five tasks as one session, record it) and
-telling where it stands."""
+"""Where orders stand. An order is accepted by the generic start of the purchase's jobs
+(``shared.service_layer.jobs.start_job``, which records it in the order progress too)."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
 from ..domain.archive import SessionNotArchived
-from ..domain.idempotency import fingerprint
 from ..domain.order_status import OrderNotFound, OrderStatus, order_status
-from ..domain.orders import Order, parse_order
 from ..domain.payments import payment_idempotency_key
-from ..domain.pipelines import PURCHASE_TASKS, purchase_messages
-from .clock import Clock, utc_now
+from ..domain.pipelines import PURCHASE_TASKS
 from .history import Progress, replay_chain
-from .idempotency import IdempotentRequests
 from .operator_ports import AuditTrail
 from .ports import (
     DeadLetterArchive,
@@ -24,78 +17,7 @@ from .ports import (
     OrderProgress,
     PaymentGateway,
     SessionOutcomes,
-    TaskSender,
 )
-
-# Fixed namespace: the same Idempotency-Key always yields the same job id.
-_JOB_NAMESPACE = uuid.UUID("6f1c6f55-6a55-4f1e-9d55-3c3f0d5c2a11")
-SCOPE = "orders"
-
-
-@dataclass(frozen=True)
-class SubmittedOrder:
-    job_id: str
-    session_id: str
-    queue_name: str
-    tasks: tuple[str, ...]
-
-
-def submit_order(
-    document: Any,
-    *,
-    sender: TaskSender,
-    queue_name: str,
-    idempotency_key: str | None = None,
-    requests: IdempotentRequests | None = None,
-    progress: OrderProgress | None = None,
-    clock: Clock = utc_now,
-) -> SubmittedOrder:
-    """Raises ``InvalidInput`` naming the field to fix, before anything is sent.
-
-    With an idempotency key the job id derives from the key, so the same message ids go out
-    again and duplicate detection drops a repeat; with ``requests`` too, a repeat with the same
-    order gets the first result without sending anything, the key with another order is
-    refused (``IdempotencyKeyReused``) and a repeat while the first is in flight is refused
-    (``IdempotencyKeyInFlight``)."""
-    order = parse_order(document)
-
-    def submit(job_id: str) -> SubmittedOrder:
-        return _enqueue(order, job_id, sender, queue_name, progress, clock)
-
-    if not idempotency_key:
-        return submit(str(uuid.uuid4()))
-    job_id = str(uuid.uuid5(_JOB_NAMESPACE, idempotency_key))
-    if requests is None:
-        return submit(job_id)
-    result = requests.run(
-        SCOPE, idempotency_key, fingerprint(order.to_payload()), lambda: asdict(submit(job_id))
-    )
-    return _submitted(result)
-
-
-def _enqueue(
-    order: Order,
-    job_id: str,
-    sender: TaskSender,
-    queue_name: str,
-    progress: OrderProgress | None,
-    clock: Clock,
-) -> SubmittedOrder:
-    session_id = job_id
-    messages = purchase_messages(job_id, order)
-    sender.send_session(queue_name, session_id, messages)
-    if progress is not None:  # after the send: an order recorded as accepted was enqueued
-        progress.accept(job_id, session_id, clock().isoformat())
-    return SubmittedOrder(job_id, session_id, queue_name, tuple(m.task for m in messages))
-
-
-def _submitted(result: Mapping[str, Any]) -> SubmittedOrder:
-    return SubmittedOrder(
-        job_id=result["job_id"],
-        session_id=result["session_id"],
-        queue_name=result["queue_name"],
-        tasks=tuple(result["tasks"]),
-    )
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ from shared.entrypoints.imports_http import get_import
 from shared.entrypoints.replay_queue import replay_requests
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.import_tasks import import_product
-from shared.service_layer.orders import submit_order
+from shared.service_layer.jobs import start_job
 from shared.service_layer.pipelines import registry
 from shared.service_layer.processor import FailurePolicy, Outcome, SessionProcessor
 from shared.service_layer.replay import replay_session
@@ -732,7 +732,8 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
     TableProductCatalog(table_service_client.get_table_client(PRODUCTS_TABLE)).upsert(
         Product(sku=sku, name="Teapot", price=Decimal("20.00"), currency="EUR")
     )
-    order = submit_order(
+    order = start_job(
+        registry().get(PURCHASE),
         order_document(card_token=card, lines=[{"sku": sku, "quantity": 2}]),
         sender=during_outage.task_sender,
         queue_name=session_queue,

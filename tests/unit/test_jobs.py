@@ -12,7 +12,7 @@ from shared.domain.errors import InvalidInput
 from shared.domain.idempotency import IdempotencyKeyReused
 from shared.domain.session_outcomes import JobNotFound, SessionOutcome
 from shared.service_layer.idempotency import IdempotentRequests
-from shared.service_layer.jobs import get_job, start_job
+from shared.service_layer.jobs import get_job, session_accepted, start_job
 from shared.service_layer.pipelines import registry
 from tests.fakes import InMemoryIdempotencyRecords, InMemorySessionOutcomes, InMemoryTaskSender
 
@@ -25,7 +25,12 @@ def test_a_job_is_its_tasks_in_order_as_one_session_and_is_accepted_until_it_end
     sender, outcomes = InMemoryTaskSender(), InMemorySessionOutcomes()
 
     job = start_job(
-        ONBOARDING, CUSTOMER, sender=sender, queue_name="q", outcomes=outcomes, clock=lambda: T0
+        ONBOARDING,
+        CUSTOMER,
+        sender=sender,
+        queue_name="q",
+        accepted=session_accepted(outcomes, ONBOARDING),
+        clock=lambda: T0,
     )
 
     ((queue, session, messages),) = sender.sessions
@@ -50,7 +55,7 @@ def test_a_payload_the_pipeline_refuses_is_refused_naming_the_field_and_nothing_
             {**CUSTOMER, "plan": "no spaces"},
             sender=sender,
             queue_name="q",
-            outcomes=outcomes,
+            accepted=session_accepted(outcomes, ONBOARDING),
         )
 
     assert refused.value.field == "plan"
@@ -67,7 +72,7 @@ def test_a_repeated_idempotency_key_is_the_same_job_sent_once() -> None:
             payload,
             sender=sender,
             queue_name="q",
-            outcomes=outcomes,
+            accepted=session_accepted(outcomes, ONBOARDING),
             idempotency_key="k-1",
             requests=requests,
         )

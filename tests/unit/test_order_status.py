@@ -10,10 +10,12 @@ import pytest
 
 from shared.domain.envelope import TaskMessage
 from shared.domain.order_status import OrderNotFound, OrderStatus
-from shared.domain.pipelines import PURCHASE_TASKS
+from shared.domain.pipelines import PURCHASE, PURCHASE_TASKS
 from shared.service_layer.dead_letters import archive_dead_letters
+from shared.service_layer.jobs import StartedJob, start_job
 from shared.service_layer.observers import order_progress_observer
-from shared.service_layer.orders import OrderLookup, SubmittedOrder, submit_order
+from shared.service_layer.orders import OrderLookup
+from shared.service_layer.pipelines import registry
 from shared.service_layer.ports import DeadLetter
 from shared.service_layer.processor import IncomingMessage, Outcome, SessionProcessor
 from shared.service_layer.replay import replay_session
@@ -55,9 +57,13 @@ class Store:
             outcomes=self.sessions,
         )
 
-    def submit(self, **changes: Any) -> SubmittedOrder:
-        return submit_order(
-            {**ORDER, **changes}, sender=self.sender, queue_name="q", progress=self.progress
+    def submit(self, **changes: Any) -> StartedJob:
+        return start_job(
+            registry().get(PURCHASE),
+            {**ORDER, **changes},
+            sender=self.sender,
+            queue_name="q",
+            accepted=self.progress.accept,
         )
 
     def run(self, session_index: int, steps: int) -> None:

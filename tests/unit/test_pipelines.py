@@ -13,7 +13,8 @@ from shared.domain.pipelines import PRODUCT_IMPORT, PURCHASE, import_message, pu
 from shared.domain.products import Product
 from shared.domain.session_state import decode_session_state
 from shared.service_layer.import_tasks import import_tasks
-from shared.service_layer.orders import submit_order
+from shared.service_layer.jobs import StartedJob, start_job
+from shared.service_layer.pipelines import registry
 from shared.service_layer.processor import (
     FailurePolicy,
     IncomingMessage,
@@ -284,6 +285,19 @@ def test_product_import_goes_on_past_bad_rows_and_names_the_field() -> None:
     assert actions.state is None
 
 
+def submit_order(
+    document: dict, *, sender: InMemoryTaskSender, queue_name: str, idempotency_key: str = ""
+) -> StartedJob:
+    """``POST /api/orders``'s start of a purchase, without its stores."""
+    return start_job(
+        registry().get(PURCHASE),
+        document,
+        sender=sender,
+        queue_name=queue_name,
+        idempotency_key=idempotency_key,
+    )
+
+
 def test_submit_order_enqueues_one_session_of_five_ordered_tasks() -> None:
     sender = InMemoryTaskSender()
     submitted = submit_order(ORDER, sender=sender, queue_name="purchase-tasks")
@@ -291,6 +305,13 @@ def test_submit_order_enqueues_one_session_of_five_ordered_tasks() -> None:
     assert (queue, session_id) == ("purchase-tasks", submitted.session_id)
     assert [m.step for m in messages] == [1, 2, 3, 4, 5]
     assert {m.job_id for m in messages} == {submitted.job_id}
+
+
+def test_an_order_goes_out_in_its_canonical_form() -> None:
+    sender = InMemoryTaskSender()
+    submit_order({**ORDER, "coupon": "none"}, sender=sender, queue_name="q")
+    [(_, _, messages)] = sender.sessions
+    assert all(m.payload == parse_order(ORDER).to_payload() for m in messages)
 
 
 def test_submit_order_with_an_idempotency_key_maps_to_the_same_job() -> None:

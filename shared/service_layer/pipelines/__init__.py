@@ -44,11 +44,13 @@ class Pipeline:
     """One pipeline, declared.
 
     ``check_payload`` raises ``InvalidInput`` naming the field for a payload the tasks would
-    refuse (used by the start route and by edit-and-replay). ``build_tasks`` returns the task
-    callables by task name, built from the container's parts; ``observer`` optionally records
-    pipeline-specific progress (an order's steps, an import's rows) besides the generic session
-    outcomes. ``route``: jobs are followed at ``GET /api/<route>/{job_id}`` (and replays point
-    there); unless ``own_routes``, the generic start route ``POST /api/<route>`` serves it too.
+    refuse (used by the start of a job and by edit-and-replay); a job's tasks carry the mapping
+    it returns (the payload's canonical form), or the payload as given when it returns none.
+    ``build_tasks`` returns the task callables by task name, built from the container's parts;
+    ``observer`` optionally records pipeline-specific progress (an order's steps, an import's
+    rows) besides the generic session outcomes. ``route``: jobs are followed at
+    ``GET /api/<route>/{job_id}`` (and replays point there); unless ``own_routes``, the
+    generic start route ``POST /api/<route>`` serves it too.
 
     ``batch``: the trigger takes a session's messages in batches (``cardinality="many"``, up
     to host.json's ``maxMessageBatchSize``), each message still run, settled and told one by

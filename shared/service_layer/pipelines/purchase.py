@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ...domain.orders import parse_order
 from ...domain.pipelines import PURCHASE, PURCHASE_TASKS, FailurePolicy
@@ -15,6 +16,11 @@ from . import Pipeline
 if TYPE_CHECKING:
     from ...bootstrap import Container
     from ..session_messages import Task
+
+
+def _checked_order(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The order as its tasks get it: ``parse_order``'s checks, then its canonical form."""
+    return parse_order(document).to_payload()
 
 
 def _tasks(c: Container) -> dict[str, Task]:
@@ -38,7 +44,7 @@ PIPELINE = Pipeline(
     policy=FailurePolicy.STOP_ON_FAILURE,
     queue_setting="PURCHASE_QUEUE_NAME",
     default_queue="purchase-tasks",
-    check_payload=parse_order,
+    check_payload=_checked_order,
     build_tasks=_tasks,
     observer=lambda c: order_progress_observer(c.order_progress),
     route="orders",
