@@ -2,24 +2,21 @@
 pipeline (``shared.service_layer.pipelines``), each session-enabled on the queue its app setting
 names and settled by the app (autoComplete off).
 
-The host indexes each as a function of its own (``function_name``); the worker reads the
-SDK-type binding from the annotations of the function ``session_queue_trigger`` defines, and
-hands it the invocation's ``context``, whose trace context (the message's, from the host) the
-task's span continues.
+Both kinds of trigger (one message per invocation, or a batch) are registered by one decorator,
+``on_session_queue``. The host indexes each as a function of its own (``function_name``); the
+worker reads the SDK-type binding from the annotations of the function each factory defines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import List  # noqa: UP035 (the worker refuses list[...] as a binding's annotation)
+from typing import Any, List  # noqa: UP035 (the worker refuses list[...] as a binding's annotation)
 
 import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
-from ..bootstrap import Container, container
-from ..config import Settings
+from ..bootstrap import container
 from ..service_layer.pipelines import Pipeline, registry
-from ..service_layer.processor import SessionProcessor
 from .session_tasks import handle_session_batch, handle_session_message
 
 SessionTrigger = Callable[
@@ -34,26 +31,35 @@ SessionBatchTrigger = Callable[
 bp = func.Blueprint()
 
 
-def session_queue_trigger(
-    name: str,
-    queue_setting: str,
-    queue: Callable[[Settings], str],
-    processor: Callable[[Container], SessionProcessor],
-) -> SessionTrigger:
-    """Register the function ``name`` on ``bp``: a trigger on the session queue whose name is
-    in the app setting ``queue_setting`` (a setting's name, never a value; ``queue`` reads its
-    value from the settings, for the task spans), over the ``ServiceBusConnection``
-    connection, running each message through the container's ``processor``. Returns the
-    function, callable as the worker calls it."""
-
-    @bp.function_name(name)
-    @bp.service_bus_queue_trigger(
-        arg_name="message",
-        queue_name=f"%{queue_setting}%",
+def on_session_queue(
+    pipeline: Pipeline, *, arg_name: str, **options: Any
+) -> Callable[[Callable[..., None]], Any]:
+    """Register the decorated function on ``bp`` as ``pipeline``'s session trigger, named
+    ``<pipeline>_tasks``: on the session queue whose name is in the pipeline's app setting (a
+    setting's name, never a value), over the ``ServiceBusConnection`` connection, settled by
+    the app (autoComplete off). ``options``: the trigger's other arguments (its cardinality)."""
+    trigger = bp.service_bus_queue_trigger(
+        arg_name=arg_name,
+        queue_name=f"%{pipeline.queue_setting}%",
         connection="ServiceBusConnection",
         is_sessions_enabled=True,
         auto_complete_messages=False,
+        **options,
     )
+    name = bp.function_name(pipeline.function_name)
+
+    def register(function: Callable[..., None]) -> Any:
+        return name(trigger(function))
+
+    return register
+
+
+def pipeline_trigger(pipeline: Pipeline) -> SessionTrigger:
+    """The session trigger of a declared pipeline: one message per invocation, run through the
+    pipeline's processor, its task span continuing the invocation's trace context (the
+    message's, from the host). Returns the function, callable as the worker calls it."""
+
+    @on_session_queue(pipeline, arg_name="message")
     def session_task(
         message: servicebus.ServiceBusReceivedMessage,
         message_actions: servicebus.ServiceBusMessageActions,
@@ -61,66 +67,37 @@ def session_queue_trigger(
     ) -> None:
         c = container()
         handle_session_message(
-            processor(c),
+            c.processor(pipeline.name),
             message,
             message_actions,
-            queue=queue(c.settings),
+            queue=c.settings.queue_of(pipeline.name),
             trace_context=context.trace_context,
         )
 
     return session_task
 
 
-def session_batch_trigger(
-    name: str,
-    queue_setting: str,
-    queue: Callable[[Settings], str],
-    processor: Callable[[Container], SessionProcessor],
-) -> SessionBatchTrigger:
-    """As ``session_queue_trigger``, with the extension's batch session trigger
-    (``cardinality="many"``): each invocation gets up to host.json's ``maxMessageBatchSize``
-    messages of one session, in order, and the processor runs them as a batch
-    (``handle_batch``). The extension runs one such batch at a time per instance, whatever
-    ``maxConcurrentSessions`` says (docs/processor.md, "Batches")."""
+def pipeline_batch_trigger(pipeline: Pipeline) -> SessionBatchTrigger:
+    """As ``pipeline_trigger``, for a pipeline that declares ``batch``: the extension's batch
+    session trigger (``cardinality="many"``), each invocation up to host.json's
+    ``maxMessageBatchSize`` messages of one session, in order, which the processor runs as a
+    batch (``handle_batch``). The extension runs one such batch at a time per instance,
+    whatever ``maxConcurrentSessions`` says (docs/processor.md, "Batches")."""
 
-    @bp.function_name(name)
-    @bp.service_bus_queue_trigger(
-        arg_name="messages",
-        queue_name=f"%{queue_setting}%",
-        connection="ServiceBusConnection",
-        is_sessions_enabled=True,
-        auto_complete_messages=False,
-        cardinality=func.Cardinality.MANY,
-    )
+    @on_session_queue(pipeline, arg_name="messages", cardinality=func.Cardinality.MANY)
     def session_batch(
         messages: List[servicebus.ServiceBusReceivedMessage],  # noqa: UP006 (see the import)
         message_actions: servicebus.ServiceBusMessageActions,
     ) -> None:
         c = container()
-        handle_session_batch(processor(c), messages, message_actions, queue=queue(c.settings))
+        handle_session_batch(
+            c.processor(pipeline.name),
+            messages,
+            message_actions,
+            queue=c.settings.queue_of(pipeline.name),
+        )
 
     return session_batch
-
-
-def pipeline_batch_trigger(pipeline: Pipeline) -> SessionBatchTrigger:
-    """The batch session trigger of a pipeline that declares ``batch``, named
-    ``<pipeline>_tasks``."""
-    return session_batch_trigger(
-        pipeline.function_name,
-        pipeline.queue_setting,
-        lambda settings: settings.queue_of(pipeline.name),
-        lambda c: c.processor(pipeline.name),
-    )
-
-
-def pipeline_trigger(pipeline: Pipeline) -> SessionTrigger:
-    """The session trigger of a declared pipeline, named ``<pipeline>_tasks``."""
-    return session_queue_trigger(
-        pipeline.function_name,
-        pipeline.queue_setting,
-        lambda settings: settings.queue_of(pipeline.name),
-        lambda c: c.processor(pipeline.name),
-    )
 
 
 # The trigger of each declared pipeline, by the pipeline's name: one message per invocation,
