@@ -4,6 +4,10 @@
 Connections follow the Functions conventions: ``<NAME>`` holds a connection string, or
 ``<NAME>__fullyQualifiedNamespace`` / ``<NAME>__accountName`` (plus the optional
 ``<NAME>__clientId`` of a user-assigned managed identity) select an identity-based connection.
+
+Telemetry's settings (``APPLICATIONINSIGHTS_*``, ``OTEL_*``) are not here: telemetry is decided
+per process before any ``Settings`` exists, from the environment as the Functions worker and
+the OpenTelemetry specification read it, in one place, ``shared.telemetry.setup``.
 """
 
 from __future__ import annotations

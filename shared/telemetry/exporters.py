@@ -1,12 +1,13 @@
 """The OpenTelemetry SDK's side: providers and exporters for an ``ExportPlan``. Imported only
-when something is exported, so a process that exports nothing never loads the SDK."""
+when something is exported, so a process that exports nothing never loads the SDK. Everything
+here comes from the plan (``setup`` reads the environment)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import _logs, metrics, trace
@@ -24,34 +25,22 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.sampling import Sampler
 
 from .metrics import PipelineMetrics
-from .plan import INSTRUMENTATION_NAME, ExportPlan, Telemetry
-
-DEFAULT_SERVICE_NAME = "servicebus-session-pipelines"
-# The sampler settings (infra/app/function.bicep keeps every trace; docs/telemetry.md).
-TRACES_SAMPLER = "OTEL_TRACES_SAMPLER"
-TRACES_SAMPLER_ARG = "OTEL_TRACES_SAMPLER_ARG"
-FIXED_PERCENTAGE_SAMPLER = "microsoft.fixed_percentage"
-# The OTLP exporters' own variables for one signal's full URL, which win over the base endpoint.
-_SIGNAL_ENDPOINTS = {
-    "traces": "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "metrics": "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-    "logs": "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
-}
+from .plan import DEFAULT_SERVICE_NAME, INSTRUMENTATION_NAME, ExportPlan, Telemetry
 
 
-def start_exporting(plan: ExportPlan, environ: Mapping[str, str]) -> Telemetry:
+def start_exporting(plan: ExportPlan) -> Telemetry:
     if plan.connection_string:
-        return _azure_monitor(plan, environ)
-    return _otlp_only(plan, environ)
+        return _azure_monitor(plan)
+    return _otlp_only(plan)
 
 
-def _otlp_only(plan: ExportPlan, environ: Mapping[str, str]) -> Telemetry:
-    resource = Resource.create(_resource_attributes(environ))
-    tracer_provider = TracerProvider(resource=resource, sampler=_sampler(environ))
-    tracer_provider.add_span_processor(_otlp_spans(plan, environ))
-    meter_provider = MeterProvider(resource=resource, metric_readers=[_otlp_metrics(plan, environ)])
+def _otlp_only(plan: ExportPlan) -> Telemetry:
+    resource = Resource.create(_resource_attributes(plan))
+    tracer_provider = TracerProvider(resource=resource, sampler=_sampler(plan))
+    tracer_provider.add_span_processor(_otlp_spans(plan))
+    meter_provider = MeterProvider(resource=resource, metric_readers=[_otlp_metrics(plan)])
     logger_provider = LoggerProvider(resource=resource)
-    logger_provider.add_log_record_processor(_otlp_logs(plan, environ))
+    logger_provider.add_log_record_processor(_otlp_logs(plan))
     handler = LoggingHandler(logger_provider=logger_provider)
     logging.getLogger().addHandler(handler)
     _install_globally(tracer_provider, meter_provider, logger_provider)
@@ -70,7 +59,7 @@ def _otlp_only(plan: ExportPlan, environ: Mapping[str, str]) -> Telemetry:
     )
 
 
-def _azure_monitor(plan: ExportPlan, environ: Mapping[str, str]) -> Telemetry:
+def _azure_monitor(plan: ExportPlan) -> Telemetry:
     """The distro's providers (set up here, or by the worker before it loaded the app), with
     the OTLP exporters added when an OTLP endpoint is set too."""
     if plan.distro_configured_by_worker:
@@ -79,17 +68,17 @@ def _azure_monitor(plan: ExportPlan, environ: Mapping[str, str]) -> Telemetry:
         if plan.otlp_endpoint:
             # The worker's meter provider takes no reader after it is built: with both
             # destinations, metrics go to Application Insights only (docs/telemetry.md).
-            tracer_provider.add_span_processor(_otlp_spans(plan, environ))
-            logger_provider.add_log_record_processor(_otlp_logs(plan, environ))
+            tracer_provider.add_span_processor(_otlp_spans(plan))
+            logger_provider.add_log_record_processor(_otlp_logs(plan))
     else:
         from azure.monitor.opentelemetry import configure_azure_monitor
 
         otlp: dict[str, Any] = {}
         if plan.otlp_endpoint:
             otlp = {
-                "span_processors": [_otlp_spans(plan, environ)],
-                "log_record_processors": [_otlp_logs(plan, environ)],
-                "metric_readers": [_otlp_metrics(plan, environ)],
+                "span_processors": [_otlp_spans(plan)],
+                "log_record_processors": [_otlp_logs(plan)],
+                "metric_readers": [_otlp_metrics(plan)],
             }
         configure_azure_monitor(connection_string=plan.connection_string, logger_name="", **otlp)
     tracer_provider = trace.get_tracer_provider()
@@ -105,42 +94,34 @@ def _azure_monitor(plan: ExportPlan, environ: Mapping[str, str]) -> Telemetry:
     )
 
 
-def _sampler(environ: Mapping[str, str]) -> Sampler | None:
-    """Application Insights' ratio sampler when ``OTEL_TRACES_SAMPLER`` names it as the Azure
-    Monitor distro does (``microsoft.fixed_percentage``, ratio ``OTEL_TRACES_SAMPLER_ARG``), so
-    an OTLP-only process samples as the app does in Azure; otherwise None, and the SDK reads
-    ``OTEL_TRACES_SAMPLER`` itself (a name it does not know would be a warning and its default)."""
-    if environ.get(TRACES_SAMPLER) != FIXED_PERCENTAGE_SAMPLER:
+def _sampler(plan: ExportPlan) -> Sampler | None:
+    """Application Insights' ratio sampler when the plan has a ratio (the distro's
+    ``microsoft.fixed_percentage``), so an OTLP-only process samples as the app does in Azure;
+    otherwise None, and the SDK reads ``OTEL_TRACES_SAMPLER`` itself (a name it does not know
+    would be a warning and its default)."""
+    if plan.sampling_ratio is None:
         return None
     from azure.monitor.opentelemetry.exporter import ApplicationInsightsSampler
 
-    return ApplicationInsightsSampler(sampling_ratio=float(environ.get(TRACES_SAMPLER_ARG) or 1.0))
+    return ApplicationInsightsSampler(sampling_ratio=plan.sampling_ratio)
 
 
-def _otlp_spans(plan: ExportPlan, environ: Mapping[str, str]) -> BatchSpanProcessor:
-    return BatchSpanProcessor(OTLPSpanExporter(endpoint=_endpoint(plan, environ, "traces")))
+def _otlp_spans(plan: ExportPlan) -> BatchSpanProcessor:
+    return BatchSpanProcessor(OTLPSpanExporter(endpoint=plan.otlp_url("traces")))
 
 
-def _otlp_metrics(plan: ExportPlan, environ: Mapping[str, str]) -> MetricReader:
-    return PeriodicExportingMetricReader(
-        OTLPMetricExporter(endpoint=_endpoint(plan, environ, "metrics"))
-    )
+def _otlp_metrics(plan: ExportPlan) -> MetricReader:
+    return PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=plan.otlp_url("metrics")))
 
 
-def _otlp_logs(plan: ExportPlan, environ: Mapping[str, str]) -> BatchLogRecordProcessor:
-    return BatchLogRecordProcessor(OTLPLogExporter(endpoint=_endpoint(plan, environ, "logs")))
+def _otlp_logs(plan: ExportPlan) -> BatchLogRecordProcessor:
+    return BatchLogRecordProcessor(OTLPLogExporter(endpoint=plan.otlp_url("logs")))
 
 
-def _endpoint(plan: ExportPlan, environ: Mapping[str, str], signal: str) -> str:
-    return environ.get(_SIGNAL_ENDPOINTS[signal]) or f"{plan.otlp_endpoint}/v1/{signal}"
-
-
-def _resource_attributes(environ: Mapping[str, str]) -> dict[str, str]:
-    """The service (``OTEL_SERVICE_NAME``, else the Function App's name) and this worker
-    process, so a span says which instance ran it."""
-    name = environ.get("OTEL_SERVICE_NAME") or environ.get("WEBSITE_SITE_NAME")
+def _resource_attributes(plan: ExportPlan) -> dict[str, str]:
+    """The service and this worker process, so a span says which instance ran it."""
     return {
-        "service.name": name or DEFAULT_SERVICE_NAME,
+        "service.name": plan.service_name or DEFAULT_SERVICE_NAME,
         "service.instance.id": f"{socket.gethostname()}:{os.getpid()}",
     }
 

@@ -101,6 +101,27 @@ def test_the_environment_decides_what_is_exported(
     assert export_plan(environ).exports == bool(plan.connection_string or plan.otlp_endpoint)
 
 
+def test_the_plan_holds_every_telemetry_setting_the_app_reads() -> None:
+    plan = export_plan(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318",
+            "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT": "http://logs:4318/custom",
+            "OTEL_TRACES_SAMPLER": "microsoft.fixed_percentage",
+            "OTEL_TRACES_SAMPLER_ARG": "0.25",
+            "WEBSITE_SITE_NAME": "func-shop",
+        }
+    )
+
+    assert [plan.otlp_url(s) for s in ("traces", "metrics", "logs")] == [
+        "http://collector:4318/v1/traces",
+        "http://collector:4318/v1/metrics",
+        "http://logs:4318/custom",
+    ]
+    assert (plan.sampling_ratio, plan.service_name) == (0.25, "func-shop")
+    named = export_plan({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_SERVICE_NAME": "shop"})
+    assert (named.sampling_ratio, named.service_name) == (None, "shop")
+
+
 def test_exporting_nothing_loads_no_sdk_and_a_task_runs_outside_any_span() -> None:
     script = """
 import json, sys
