@@ -82,7 +82,7 @@ class InMemoryOrderNumbers:
     def find(self, job_id: str) -> str | None:
         return self.by_job.get(job_id)
 
-    def job_of(self, order_number: str) -> str | None:
+    def find_job(self, order_number: str) -> str | None:
         return next((job for job, number in self.by_job.items() if number == order_number), None)
 
 

@@ -13,7 +13,7 @@
   out from two blocks at once).
 
 Both modes share the counter, so switching modes never hands a number out twice; each reads
-the other's allocations in ``find`` and ``job_of``. ``allocate`` looks for the job's allocation
+the other's allocations in ``find`` and ``find_job``. ``allocate`` looks for the job's allocation
 only where its own mode writes it: switch with no purchase between its first and second step.
 """
 
@@ -97,8 +97,8 @@ class TableOrderNumbers:
         return _block_allocation(self._table, job_id)
 
     @translated(TABLE_STORAGE)
-    def job_of(self, order_number: str) -> str | None:
-        return _job_of(self._table, order_number)
+    def find_job(self, order_number: str) -> str | None:
+        return _find_job(self._table, order_number)
 
     def _counter_operation(self, counter: TableEntity | None, number: int) -> Any:
         entity = {"PartitionKey": _PARTITION, "RowKey": _COUNTER, "Last": number}
@@ -179,8 +179,8 @@ class TableBlockOrderNumbers:
         return _gapless_allocation(self._table, job_id)
 
     @translated(TABLE_STORAGE)
-    def job_of(self, order_number: str) -> str | None:
-        return _job_of(self._table, order_number)
+    def find_job(self, order_number: str) -> str | None:
+        return _find_job(self._table, order_number)
 
     def _take(self) -> int:
         with self._lock:
@@ -242,7 +242,7 @@ def _gapless_allocation(table: TableClient, job_id: str) -> str | None:
     return str(entity["OrderNumber"])
 
 
-def _job_of(table: TableClient, order_number: str) -> str | None:
+def _find_job(table: TableClient, order_number: str) -> str | None:
     """Either mode's allocation: a scan of the table (the counter has no OrderNumber), for an
     operator's look-up, never on a task's path."""
     allocations = table.query_entities(

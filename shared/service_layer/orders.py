@@ -62,7 +62,7 @@ class OrderLookup:
         ``OrderNotFound`` when it is neither."""
         if self.progress.find(reference) is not None:
             return self.status(reference)
-        job_id = self.order_numbers.job_of(reference)
+        job_id = self.order_numbers.find_job(reference)
         if job_id is None:
             raise OrderNotFound(reference)
         return self.status(job_id)

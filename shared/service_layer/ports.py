@@ -75,7 +75,7 @@ class OrderNumbers(Protocol):
         """The job's order number, or None before one was allocated."""
         ...
 
-    def job_of(self, order_number: str) -> str | None:
+    def find_job(self, order_number: str) -> str | None:
         """The job the order number was allocated to, or None."""
         ...
 

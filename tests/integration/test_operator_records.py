@@ -95,9 +95,9 @@ def test_an_order_number_leads_back_to_its_job(table: TableClient) -> None:
     numbers = TableOrderNumbers(table)
     first, second = numbers.allocate("job/a"), numbers.allocate("job/b")
 
-    assert numbers.job_of(first) == "job/a"
-    assert numbers.job_of(second) == "job/b"
-    assert numbers.job_of("ORD-99999999") is None
+    assert numbers.find_job(first) == "job/a"
+    assert numbers.find_job(second) == "job/b"
+    assert numbers.find_job("ORD-99999999") is None
 
 
 def test_the_order_progress_table_reads_back_as_one_record_per_order(table: TableClient) -> None:

@@ -128,5 +128,5 @@ def test_the_modes_share_the_counter_so_switching_never_repeats_a_number(
     # And either mode finds either mode's allocation, both ways
     assert TableOrderNumbers(table).find("job-b") == second
     assert blocks.find("job-a") == first
-    assert blocks.job_of(third) == "job-c"
-    assert TableOrderNumbers(table).job_of(second) == "job-b"
+    assert blocks.find_job(third) == "job-c"
+    assert TableOrderNumbers(table).find_job(second) == "job-b"

@@ -1,6 +1,6 @@
 """The ports say their contract: every method of every port has a docstring, and the names
 mean one thing (the Azure SDK's): ``get`` raises when the thing is missing, ``find`` answers
-None instead."""
+None instead, and a lookup that may answer None is a ``find``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from shared.service_layer import operator_ports, ports
 
 # The session state's None is its value (no state yet), as in the SDK's get_session_state.
 STATE_GETTERS = {"SessionActions.get_state"}
+# Not lookups: None is the answer of a conditional write (another request took it over first).
+CONDITIONAL_WRITES = {"IdempotencyRecords.take_over"}
 
 
 def _ports() -> list[type]:
@@ -55,6 +57,24 @@ def test_get_raises_when_missing_and_find_may_answer_none(port: type) -> None:
     ]
 
     assert optional_gets == [], "a get that may answer None is a find"
+
+
+@pytest.mark.parametrize("port", _ports(), ids=lambda p: p.__name__)
+def test_a_lookup_that_may_answer_none_is_a_find(port: type) -> None:
+    unnamed = [
+        name
+        for name, member in _methods(port)
+        if _may_answer_none(member)
+        and not name.startswith("find")
+        and f"{port.__name__}.{name}" not in STATE_GETTERS | CONDITIONAL_WRITES
+    ]
+
+    assert unnamed == [], "a lookup that may answer None is named find"
+
+
+def _may_answer_none(method: Callable[..., Any]) -> bool:
+    returns = str(inspect.signature(method).return_annotation)  # "X | None" (a string)
+    return returns != "None" and "None" in returns
 
 
 def test_there_are_ports_to_check() -> None:
