@@ -5,7 +5,7 @@ setting and its policy, in ``shared.service_layer.pipelines``."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .envelope import TaskMessage
@@ -37,20 +37,26 @@ class FailurePolicy(enum.Enum):
     CONTINUE_ON_FAILURE = "continue-on-failure"  # the failed message is set aside, the rest run
 
 
-def purchase_messages(job_id: str, order: Order) -> list[TaskMessage]:
-    """The five tasks of one purchase, in the order they must run."""
-    payload = order.to_payload()
+def job_messages(
+    job_id: str, pipeline: str, tasks: Sequence[str], payload: Mapping[str, Any]
+) -> list[TaskMessage]:
+    """Every task of one job, in the order they must run, each carrying ``payload``."""
     return [
         TaskMessage(
             job_id=job_id,
-            pipeline=PURCHASE,
+            pipeline=pipeline,
             task=task,
             step=step,
-            is_last=step == len(PURCHASE_TASKS),
-            payload=payload,
+            is_last=step == len(tasks),
+            payload=dict(payload),
         )
-        for step, task in enumerate(PURCHASE_TASKS, start=1)
+        for step, task in enumerate(tasks, start=1)
     ]
+
+
+def purchase_messages(job_id: str, order: Order) -> list[TaskMessage]:
+    """The five tasks of one purchase, in the order they must run."""
+    return job_messages(job_id, PURCHASE, PURCHASE_TASKS, order.to_payload())
 
 
 def import_message(job_id: str, step: int, *, is_last: bool, row: Mapping[str, Any]) -> TaskMessage:

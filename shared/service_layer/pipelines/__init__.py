@@ -25,7 +25,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from ...domain.envelope import TaskMessage
-from ...domain.pipelines import FailurePolicy
+from ...domain.pipelines import FailurePolicy, job_messages
 
 if TYPE_CHECKING:
     from ...bootstrap import Container
@@ -95,17 +95,7 @@ class Pipeline:
 
     def messages(self, job_id: str, payload: Mapping[str, Any]) -> list[TaskMessage]:
         """Every task of one job, in the order they must run, each carrying ``payload``."""
-        return [
-            TaskMessage(
-                job_id=job_id,
-                pipeline=self.name,
-                task=task,
-                step=step,
-                is_last=step == len(self.tasks),
-                payload=dict(payload),
-            )
-            for step, task in enumerate(self.tasks, start=1)
-        ]
+        return job_messages(job_id, self.name, self.tasks, payload)
 
 
 class UnknownPipeline(LookupError):
