@@ -59,7 +59,7 @@ def test_there_is_still_no_public_session_state_getter() -> None:
     )
 
 
-def test_what_the_adapter_reaches_for_is_still_there() -> None:
+def test_what_the_adapter_and_the_local_host_reach_for_is_still_there() -> None:
     for name in ("_instance", "_lock"):
         assert hasattr(ServiceBusMessageActions, name), changed(f"no class attribute {name}")
     source = inspect.getsource(ServiceBusMessageActions.__init__)
@@ -88,8 +88,8 @@ LOCAL_HOST = "packages/functions-local-host"
 # read the bindings package's internals as the adapter does, each for the reason given.
 BINDINGS_READERS = {
     f"{LOCAL_HOST}/src/functions_local_host/message_actions.py": "points the settlement client "
-    "at the host's own Settlement service, the adapter's settlement_actions and "
-    "install_settlement_actions",
+    "at the host's own Settlement service, as the adapter's settlement_actions does, and makes "
+    "it the process's instance",
     f"{LOCAL_HOST}/tests/sample_app.py": "reads session state as the adapter's "
     "get_session_state does (no public getter)",
 }
@@ -204,8 +204,9 @@ def test_tooling_reads_azure_internals_only_where_listed_with_a_reason() -> None
     assert files == set(TOOLING)
 
 
-def test_the_scan_finds_what_the_adapter_reads() -> None:
+def test_the_scan_finds_what_the_adapter_and_the_local_host_read() -> None:
     reads = [read for _, read in private_reads(ADAPTER)]
     assert any("actions._client" in read for read in reads)
-    assert any("ServiceBusMessageActions._instance" in read for read in reads)
+    (host,) = [ROOT / path for path in BINDINGS_READERS if path.endswith("message_actions.py")]
+    assert any("ServiceBusMessageActions._instance" in read for _, read in private_reads(host))
     assert callable(servicebus_bindings.get_session_state)  # the adapter's public face
