@@ -104,15 +104,14 @@ def invoke_with_message(
     except Exception as error:
         logger.exception("%s: message %s cannot be bound", spec.name, message.message_id)
         return Outcome(succeeded=False, error=f"{type(error).__name__}: {error}")
-    properties = message.application_properties or {}
+    trace_parent, trace_state = _trace_context(message)
     return invoke(
         spec,
         data,
         trigger_metadata=metadata,
         reason=f"New ServiceBus message detected on '{entity}'.",
-        # The Service Bus SDKs' trace context properties: traceparent, else Diagnostic-Id.
-        trace_parent=_property(properties, "traceparent") or _property(properties, "Diagnostic-Id"),
-        trace_state=_property(properties, "tracestate"),
+        trace_parent=trace_parent,
+        trace_state=trace_state,
         log_detail=(
             f"\n  Trigger Details: MessageId: {message.message_id}, SequenceNumber: "
             f"{message.sequence_number}, DeliveryCount: {dotnet_delivery_count(message)}, "
@@ -146,19 +145,28 @@ def invoke_with_messages(
     except Exception as error:
         logger.exception("%s: a batch of %d messages cannot be bound", spec.name, len(batch))
         return Outcome(succeeded=False, error=f"{type(error).__name__}: {error}")
-    properties = batch[0].application_properties or {}
+    trace_parent, trace_state = _trace_context(batch[0])
     return invoke(
         spec,
         data,
         trigger_metadata=metadata,
         reason=f"New ServiceBus message detected on '{entity}'.",
-        trace_parent=_property(properties, "traceparent") or _property(properties, "Diagnostic-Id"),
-        trace_state=_property(properties, "tracestate"),
+        trace_parent=trace_parent,
+        trace_state=trace_state,
         log_detail=(
             f"\n  Trigger Details: MessageCount: {len(batch)}, MessageIds: "
             f"{', '.join(str(m.message_id) for m in batch)}, SessionId: {batch[0].session_id}"
         ),
     )
+
+
+def _trace_context(message: ServiceBusReceivedMessage) -> tuple[str, str]:
+    """The W3C trace context (traceparent, tracestate) that ``message`` carries in the Service
+    Bus SDKs' application properties: traceparent, else Diagnostic-Id; "" when absent. A batch
+    is invoked in its first message's."""
+    properties = message.application_properties or {}
+    trace_parent = _property(properties, "traceparent") or _property(properties, "Diagnostic-Id")
+    return trace_parent, _property(properties, "tracestate")
 
 
 def _property(properties: Mapping[Any, Any], name: str) -> str:
