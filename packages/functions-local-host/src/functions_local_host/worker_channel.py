@@ -187,6 +187,12 @@ class WorkerProcess:
         self._outgoing.put(message)
         return future.result(timeout)
 
+    def ask(self, **content: Any) -> Any:
+        """Send one request (``content``: the ``StreamingMessage`` field that holds it) under a
+        new request id and return the worker's response to it."""
+        request_id = str(uuid.uuid4())
+        return self.request(request_id, messages.StreamingMessage(request_id=request_id, **content))
+
     def stop(self, timeout: float = 10.0) -> None:
         self._outgoing.put(messages.StreamingMessage(worker_terminate=messages.WorkerTerminate()))
         self._outgoing.put(None)
@@ -215,26 +221,16 @@ class WorkerPool:
         metadata: list[Any] = []
         for worker in self.workers:
             worker.start(script.parent, environ)
-            request_id = str(uuid.uuid4())
-            response = worker.request(
-                request_id,
-                messages.StreamingMessage(
-                    request_id=request_id,
-                    worker_init_request=messages.WorkerInitRequest(
-                        host_version=_HOST_VERSION,
-                        function_app_directory=str(script.parent),
-                    ),
+            response = worker.ask(
+                worker_init_request=messages.WorkerInitRequest(
+                    host_version=_HOST_VERSION,
+                    function_app_directory=str(script.parent),
                 ),
             )
             _raise_on_failure(response.result, f"Worker {worker.number} could not index {script}")
-            request_id = str(uuid.uuid4())
-            listed = worker.request(
-                request_id,
-                messages.StreamingMessage(
-                    request_id=request_id,
-                    functions_metadata_request=messages.FunctionsMetadataRequest(
-                        function_app_directory=str(script.parent)
-                    ),
+            listed = worker.ask(
+                functions_metadata_request=messages.FunctionsMetadataRequest(
+                    function_app_directory=str(script.parent)
                 ),
             )
             _raise_on_failure(listed.result, f"Worker {worker.number} could not list {script}")
@@ -245,14 +241,9 @@ class WorkerPool:
         loaded = list(functions)
         for worker in self.workers:
             for metadata in loaded:
-                request_id = str(uuid.uuid4())
-                response = worker.request(
-                    request_id,
-                    messages.StreamingMessage(
-                        request_id=request_id,
-                        function_load_request=messages.FunctionLoadRequest(
-                            function_id=metadata.function_id, metadata=metadata
-                        ),
+                response = worker.ask(
+                    function_load_request=messages.FunctionLoadRequest(
+                        function_id=metadata.function_id, metadata=metadata
                     ),
                 )
                 _raise_on_failure(
