@@ -11,8 +11,9 @@ CHECKOV_VENV := .venv-checkov
 # Chromium for the console's browser tests. Both install two things at a time: npm's work
 # overlaps uv's and checkov's.
 # The local host talks to Microsoft's Python worker in the Functions RPC protocol, compiled here
-# from Microsoft's published build of it (localdev/host/rpc_build.py, localdev/host/README.md).
-RPC_PROTOS := localdev/host/_rpc/SOURCE
+# from Microsoft's published build of it (rpc_build.py, packages/functions-local-host/README.md).
+LOCAL_HOST := packages/functions-local-host
+RPC_PROTOS := $(LOCAL_HOST)/src/functions_local_host/_rpc/SOURCE
 CONSOLE_HTMX := shared/entrypoints/console/static/htmx.min.js
 RUN_DEPS := $(VENV)/.installed node_modules/.installed $(RPC_PROTOS) $(CONSOLE_HTMX)
 setup:
@@ -28,7 +29,7 @@ python:
 # a minute cold); pip is the fallback when uv cannot be installed. A venv made by another Python
 # version is replaced.
 UV = $(VENV)/bin/uv
-$(VENV)/.installed: requirements.txt requirements-dev.txt | python
+$(VENV)/.installed: requirements.txt requirements-dev.txt $(LOCAL_HOST)/pyproject.toml | python
 	@$(PY) -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null \
 	  || { echo "==> $(VENV): new venv with $(PYTHON) (about 5 s)"; rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
 	@echo "==> $(VENV): installing the app's and the tests' packages with uv"
@@ -42,8 +43,8 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt | python
 	fi
 	@touch $@
 
-$(RPC_PROTOS): $(VENV)/.installed localdev/host/rpc_build.py
-	@$(PY) localdev/host/rpc_build.py --force
+$(RPC_PROTOS): $(VENV)/.installed $(LOCAL_HOST)/src/functions_local_host/rpc_build.py
+	@$(PY) $(LOCAL_HOST)/src/functions_local_host/rpc_build.py --force
 
 node_modules/.installed: package.json package-lock.json
 	@echo "==> node_modules: installing Azurite with npm (about 20 s from npm's cache, longer when it downloads)"
@@ -107,7 +108,7 @@ lint: setup
 	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) node_modules localdev/host/_rpc .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) node_modules $(LOCAL_HOST)/src/functions_local_host/_rpc .pytest_cache .mypy_cache .ruff_cache .import_linter_cache
 
 # The whole app locally: Azurite, the Service Bus emulator, an SMTP sink and the local
 # Functions host, on the standard ports, with their data kept in .data/ across restarts.

@@ -26,7 +26,8 @@ import threading
 import time
 from typing import Any
 
-from localdev.host.config import load_host_json
+from functions_local_host.config import load_host_json
+
 from localdev.stack import run_stack
 from localdev.stack_layout import HOST_JSON, REPO_ROOT
 

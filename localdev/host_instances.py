@@ -1,9 +1,9 @@
 """More instances of the app on one stack, as Azure scales a Functions app out: each one is
-``python -m localdev.host`` in a process of its own, with the same app settings and host.json,
-on the same Azurite and Service Bus. Sessions spread over the instances as over Azure's (each
-instance's session slots accept whichever session is free at the broker); a timer runs on the
-one instance that holds its singleton lock; storage queue messages go to whichever instance
-polls first. Each instance serves HTTP on a port of its own (Azure puts a load balancer in
+``python -m functions_local_host`` in a process of its own, with the same app settings and
+host.json, on the same Azurite and Service Bus. Sessions spread over the instances as over
+Azure's (each instance's session slots accept whichever session is free at the broker); a timer
+runs on the one instance that holds its singleton lock; storage queue messages go to whichever
+instance polls first. Each instance serves HTTP on a port of its own (Azure puts a load balancer in
 front of them; the stack's API URL is the first instance's).
 
 An instance that dies is started again, as the platform restarts a host whose process ended:
@@ -39,7 +39,7 @@ class InstanceFailed(RuntimeError):
 
 
 class HostInstance:
-    """One ``python -m localdev.host`` process; its output goes to ``log``."""
+    """One ``python -m functions_local_host`` process; its output goes to ``log``."""
 
     def __init__(
         self,
@@ -54,7 +54,7 @@ class HostInstance:
         self.log = log
         self._environ = dict(environ)
         self._command = [
-            sys.executable, "-m", "localdev.host",
+            sys.executable, "-m", "functions_local_host",
             "--app", str(APP_SCRIPT),
             "--settings", str(settings_file),
             "--host-json", str(host_json),

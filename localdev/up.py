@@ -241,7 +241,8 @@ def _log_to(log_file: Path) -> None:
 
 
 def _create_storage(settings_file: Path) -> int:
-    from localdev.host.config import connection_string, load_settings
+    from functions_local_host.config import connection_string, load_settings
+
     from localdev.stack import create_storage
     from shared.config import STORAGE_CONNECTION
 

@@ -1,7 +1,7 @@
 """Holding a replay in flight, for the race tests of the whole stack (tests/e2e, tests/console).
 
-The local host runs the app in the test's own process (``localdev.host.worker``), so the app's
-container is this process's ``shared.bootstrap.container()``. ``replays_held()`` puts a gate
+The local host runs the app in the test's own process (``functions_local_host.worker``), so the
+app's container is this process's ``shared.bootstrap.container()``. ``replays_held()`` puts a gate
 in front of its real resender: a replay that has claimed its session and reaches the send
 waits there until the test releases it, then sends through the real resender; any later
 replay that reaches the send (none should, while the first holds the session) is noted and

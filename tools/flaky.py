@@ -1,7 +1,7 @@
 """Run pytest several times on a deliberately loaded machine and list every test that failed in
 any run: how a test that fails only when the machine is busy is found (``make flaky``).
 
-    python tools/flaky.py --runs 2 --load 2 -- tests/localhost -n 2
+    python tools/flaky.py --runs 2 --load 2 -- packages/functions-local-host/tests -n 2
 
 ``--load N`` starts N processes that each spin one core for the whole session, beside the
 test runs; they are stopped when the runs end, however they end. Each run writes a JUnit XML

@@ -7,10 +7,11 @@ What it reaches for, and why:
 - ``get_session_state``: ``ServiceBusMessageActions`` has ``set_session_state`` but no getter,
   although the host's Settlement service defines ``GetSessionState``. Used when the class has no
   public getter: the request goes to the gRPC stub the instance holds (``_client``).
-- ``settlement_actions`` and ``install_settlement_actions`` (for the local host, localdev/host,
-  which serves the Settlement service itself): the class builds its stub in ``__init__`` from
-  the worker's command line (``_client``, ``_uri``, ``_grpc_max_message_length``) and keeps one
-  instance for the process (``_instance`` under ``_lock``).
+- ``settlement_actions`` (for tests that serve the Settlement service themselves, as the
+  Functions host does): the class builds its stub in ``__init__`` from the worker's command
+  line (``_client``, ``_uri``, ``_grpc_max_message_length``). The local host
+  (packages/functions-local-host, which imports no app) has its own copy of this reach, and
+  also makes its instance the process's one (``_instance`` under ``_lock``).
 
 ``tests/bindings/test_servicebus_bindings_contract.py`` fails, naming the installed version,
 when the package is not ``PACKAGE_VERSION`` or any of that has moved: its settlement methods must
@@ -82,9 +83,3 @@ def settlement_actions(channel: Any, address: str) -> ServiceBusMessageActions:
     actions._uri = address
     actions._grpc_max_message_length = 4 * 1024 * 1024
     return actions
-
-
-def install_settlement_actions(actions: ServiceBusMessageActions) -> None:
-    """Make ``actions`` the process's instance, the one the binding hands every function."""
-    with ServiceBusMessageActions._lock:
-        ServiceBusMessageActions._instance = actions

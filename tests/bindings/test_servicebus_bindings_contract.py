@@ -1,8 +1,8 @@
-"""The contract of ``shared/adapters/servicebus_bindings.py``, the one module that reaches past
-the public API of ``azurefunctions-extensions-bindings-servicebus``: the installed package is the
-version the adapter was written for, its settlement methods are still synchronous, what the
+"""The contract of ``shared/adapters/servicebus_bindings.py``, the app's one module that reaches
+past the public API of ``azurefunctions-extensions-bindings-servicebus``: the installed package is
+the version the adapter was written for, its settlement methods are still synchronous, what the
 adapter reaches for is still there; and no other module reads a private attribute of an Azure
-package."""
+package, but for the local host's copy of the same reach and the dev tooling listed below."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_there_is_still_no_public_session_state_getter() -> None:
     )
 
 
-def test_what_the_adapter_reaches_for_is_still_there() -> None:
+def test_what_the_adapter_and_the_local_host_reach_for_is_still_there() -> None:
     for name in ("_instance", "_lock"):
         assert hasattr(ServiceBusMessageActions, name), changed(f"no class attribute {name}")
     source = inspect.getsource(ServiceBusMessageActions.__init__)
@@ -83,12 +83,24 @@ SHIPPED = [
     *sorted((ROOT / "shared").rglob("*.py")),
     *sorted((ROOT / "spark_jobs").rglob("*.py")),
 ]
+LOCAL_HOST = "packages/functions-local-host"
+# The local host (a distribution of its own, which does not import the app) and its sample app
+# read the bindings package's internals as the adapter does, each for the reason given.
+BINDINGS_READERS = {
+    f"{LOCAL_HOST}/src/functions_local_host/message_actions.py": "points the settlement client "
+    "at the host's own Settlement service, as the adapter's settlement_actions does, and makes "
+    "it the process's instance",
+    f"{LOCAL_HOST}/tests/sample_app.py": "reads session state as the adapter's "
+    "get_session_state does (no public getter)",
+}
 # Dev tooling and tests that read azure-servicebus internals on purpose, each for a reason no
 # public API serves; a new file reading one fails until it is listed here with its reason. None
-# of them reads the bindings package's: that is the adapter's alone.
+# of them reads the bindings package's: that is the adapter's and BINDINGS_READERS' alone.
 TOOLING = {
-    "localdev/host/servicebus_binding.py": "encodes each message in AMQP as the .NET extension "
-    "does (azure-servicebus has no public AMQP encoder); namedtuple's public _fields",
+    **BINDINGS_READERS,
+    f"{LOCAL_HOST}/src/functions_local_host/servicebus_binding.py": "encodes each message in "
+    "AMQP as the .NET extension does (azure-servicebus has no public AMQP encoder); "
+    "namedtuple's public _fields",
     "tests/bindings/conftest.py": "builds a received message from AMQP as the binding does",
     "tests/unit/test_emulator_codec.py": "checks the emulator's codec against the SDK's own",
     "tests/emulator/sdk.py": "the HTTP base-URL override Microsoft's emulator docs give for Python",
@@ -99,7 +111,7 @@ TOOLING = {
 }
 SOURCES = [
     path
-    for folder in ("shared", "spark_jobs", "localdev", "tests", "bench", "tools")
+    for folder in ("shared", "spark_jobs", "localdev", "tests", "bench", "tools", LOCAL_HOST)
     for path in sorted((ROOT / folder).rglob("*.py"))
     if "_rpc" not in path.parts and path not in (ADAPTER, Path(__file__).resolve())
 ] + [ROOT / "function_app.py"]
@@ -176,10 +188,11 @@ def test_no_code_that_ships_reads_a_private_attribute_of_an_azure_package() -> N
     assert reads == []
 
 
-def test_only_the_adapter_reads_the_bindings_packages_internals() -> None:
+def test_only_the_adapter_and_the_local_host_read_the_bindings_packages_internals() -> None:
     reads = [
         read
         for path in SOURCES
+        if str(path.relative_to(ROOT)) not in BINDINGS_READERS
         for package, read in private_reads(path)
         if package == BINDINGS_PACKAGE
     ]
@@ -191,8 +204,9 @@ def test_tooling_reads_azure_internals_only_where_listed_with_a_reason() -> None
     assert files == set(TOOLING)
 
 
-def test_the_scan_finds_what_the_adapter_reads() -> None:
+def test_the_scan_finds_what_the_adapter_and_the_local_host_read() -> None:
     reads = [read for _, read in private_reads(ADAPTER)]
     assert any("actions._client" in read for read in reads)
-    assert any("ServiceBusMessageActions._instance" in read for read in reads)
+    (host,) = [ROOT / path for path in BINDINGS_READERS if path.endswith("message_actions.py")]
+    assert any("ServiceBusMessageActions._instance" in read for _, read in private_reads(host))
     assert callable(servicebus_bindings.get_session_state)  # the adapter's public face

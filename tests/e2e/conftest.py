@@ -194,7 +194,7 @@ def e2e() -> Iterator[E2E]:
     telemetry to an OTLP endpoint of the test's, as ``make up`` does to the one its
     OTEL_EXPORTER_OTLP_ENDPOINT names."""
     invocations = InvocationLog()
-    host_logger = logging.getLogger("localdev.host")
+    host_logger = logging.getLogger("functions_local_host")
     previous_level = host_logger.level
     host_logger.setLevel(logging.INFO)
     host_logger.addHandler(invocations)

@@ -1,7 +1,7 @@
 """The Functions host semantics as function_app.py meets them on the local stack: function keys
 on the HTTP API, the archive timer's schedule, and the poison queue of the bulk replay trigger.
 (The same semantics on a small sample app, with settings only a test would choose, such as a
-2-second lock, are in tests/localhost.)"""
+2-second lock, are in packages/functions-local-host/tests.)"""
 
 from __future__ import annotations
 

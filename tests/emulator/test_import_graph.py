@@ -19,7 +19,16 @@ ROOT = Path(__file__).resolve().parents[2]
 EMULATOR = "localdev.servicebus_emulator"
 
 # The app and the other local tools: the emulator serves any app and imports none.
-FORBIDDEN = ("shared", "function_app", "spark_jobs", "localdev", "tests", "tools", "bench")
+FORBIDDEN = (
+    "shared",
+    "function_app",
+    "spark_jobs",
+    "localdev",
+    "functions_local_host",
+    "tests",
+    "tools",
+    "bench",
+)
 
 
 @dataclass(frozen=True)

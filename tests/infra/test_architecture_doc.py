@@ -13,7 +13,9 @@ DOC = ROOT / "docs" / "architecture.md"
 
 def test_every_path_the_page_names_exists() -> None:
     named = set(
-        re.findall(r"`((?:shared|spark_jobs|localdev|infra|docs|tests)/[^`\s]*)`", DOC.read_text())
+        re.findall(
+            r"`((?:shared|spark_jobs|localdev|packages|infra|docs|tests)/[^`\s]*)`", DOC.read_text()
+        )
     )
     named |= {"function_app.py"}
 

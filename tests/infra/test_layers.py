@@ -16,7 +16,12 @@ import pytest
 from .conftest import ROOT
 
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-PACKAGES = ["shared", "spark_jobs", "localdev"]
+PACKAGES = ["shared", "spark_jobs", "localdev", "functions_local_host"]
+# Where each package's source is: the local host is a distribution of its own (src layout).
+LOCAL_HOST_SOURCE = ROOT / "packages" / "functions-local-host" / "src" / "functions_local_host"
+SOURCES = {package: ROOT / package for package in PACKAGES} | {
+    "functions_local_host": LOCAL_HOST_SOURCE
+}
 
 
 def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -31,9 +36,10 @@ def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def _copy(to: Path) -> None:
     shutil.copy2(ROOT / "pyproject.toml", to / "pyproject.toml")
+    # lint-imports finds the packages in its working directory first, the copies.
     for package in PACKAGES:
         shutil.copytree(
-            ROOT / package,
+            SOURCES[package],
             to / package,
             ignore=shutil.ignore_patterns("__pycache__", "_rpc", "node_modules"),
         )
@@ -75,9 +81,14 @@ def test_the_tree_keeps_every_import_contract() -> None:
             "the Service Bus emulator imports neither the app nor the other local tools",
         ),
         (
-            "localdev/host/__init__.py",
+            "functions_local_host/__init__.py",
             "import localdev.servicebus_emulator",
             "the emulator and the local host do not import each other",
+        ),
+        (
+            "functions_local_host/config.py",
+            "from shared.adapters import azure_clients",
+            "the local host imports neither the app nor the local tools",
         ),
         (
             "shared/domain/errors.py",

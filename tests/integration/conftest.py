@@ -210,7 +210,7 @@ def session_queue(servicebus_emulator: ServiceBusEmulator) -> str:
 @pytest.fixture(scope="session")
 def settlement_server() -> Iterator[Any]:
     """The local host's Settlement gRPC service, which ``ServiceBusMessageActions`` call."""
-    from localdev.host.settlement import SettlementRegistry, SettlementServer
+    from functions_local_host.settlement import SettlementRegistry, SettlementServer
 
     server = SettlementServer(SettlementRegistry())
     server.start()

@@ -1,7 +1,7 @@
 """Helpers for the tests that run on the Service Bus emulator: sending and receiving whole
 sessions through the SDK, and running a processor over a session the way the Functions host
 does (a session receiver, and ``ServiceBusMessageActions`` that settle through the host's
-Settlement gRPC service, here ``localdev.host.settlement``)."""
+Settlement gRPC service, here ``functions_local_host.settlement``)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from azure.servicebus import (
     ServiceBusReceivedMessage,
     ServiceBusSubQueue,
 )
+from functions_local_host.settlement import HeldMessage, HeldSession, SettlementServer
 
-from localdev.host.settlement import HeldMessage, HeldSession, SettlementServer
 from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.domain.envelope import TaskMessage, body_bytes, plain_properties
 from shared.entrypoints.servicebus_actions import FunctionSessionActions, incoming_message

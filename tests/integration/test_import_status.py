@@ -1,7 +1,8 @@
 """The status of a product import on a real Azurite: the manifest as the Spark job saves it,
 the rows as the import tasks record them (writing the products to a real catalogue table), read
 back as GET /api/imports/{job_id} reads them. The one twin is the session's settlement
-(``InMemorySessionActions``): what the broker does with the messages is tests/localhost's."""
+(``InMemorySessionActions``): what the broker does with the messages is for the local host's
+own tests (packages/functions-local-host/tests)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def _import(
     sessions: dict[str, list[dict[str, str]]],
 ) -> None:
     """Each row through the processor and the import task, as the session trigger runs them;
-    the session's settlement is the in-memory twin (the broker side is tests/localhost's)."""
+    the session's settlement is the in-memory twin (the broker side is the local host's own
+    tests')."""
     processor = SessionProcessor(
         pipeline=PRODUCT_IMPORT,
         tasks=import_tasks(catalogue),

@@ -1,6 +1,6 @@
 """The processor's session actions over a real session on the project's emulator: the
 extension's ``ServiceBusMessageActions`` settle through the host's Settlement gRPC service
-(``localdev.host.settlement``), which uses the session receiver that holds the lock."""
+(``functions_local_host.settlement``), which uses the session receiver that holds the lock."""
 
 from __future__ import annotations
 

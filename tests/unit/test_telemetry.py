@@ -1,6 +1,6 @@
 """shared.telemetry without a network: what is exported for which environment, trace context on
 message properties, where a task span hangs in its trace, and the path that exports nothing.
-Spans are read from the SDK's in-memory exporter here; tests/localhost/test_app_traces.py reads
+Spans are read from the SDK's in-memory exporter here; tests/localdev/test_app_traces.py reads
 them from a real OTLP endpoint."""
 
 from __future__ import annotations

@@ -1,0 +1,299 @@
+"""Language workers in processes of their own, as the Functions host runs them: the host serves
+``FunctionRpc.EventStream`` on its gRPC server (the one that serves the Service Bus extension's
+Settlement service, as in Azure), starts each worker with ``--host``, ``--port``,
+``--workerId``, ``--requestId`` and ``--functions-grpc-max-message-length``
+(``language_worker.py``), and the worker connects back and opens the stream with
+``StartStream``. Requests and responses then go over that stream: the init, the metadata and
+each load answered by request id, each invocation by invocation id.
+
+``FUNCTIONS_WORKER_PROCESS_COUNT`` workers (1 by default, as in Azure) each index the app and
+load its functions; invocations go to them in turn (round robin, as the host's
+``FunctionDispatcherLoadBalancer``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from .config import HostConfigurationError
+from .rpc import messages
+
+logger = logging.getLogger("functions_local_host")
+
+WORKER_PROCESS_COUNT_SETTING = "FUNCTIONS_WORKER_PROCESS_COUNT"
+GRPC_MAX_MESSAGE_LENGTH = 2**31 - 1
+_SERVICE = "AzureFunctionsRpcMessages.FunctionRpc"
+_HOST_VERSION = "4.1040.0"
+_START_SECONDS = 120.0
+_REQUEST_SECONDS = 120.0
+_RPC_LEVELS = {
+    "Trace": logging.DEBUG,
+    "Debug": logging.DEBUG,
+    "Information": logging.INFO,
+    "Warning": logging.WARNING,
+    "Error": logging.ERROR,
+    "Critical": logging.CRITICAL,
+}
+
+
+class WorkerStartError(HostConfigurationError):
+    """A worker process could not start, index or load the app."""
+
+
+class EventStreams:
+    """The host's ``FunctionRpc`` service: each worker's stream, found by its worker id."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._expected: dict[str, WorkerProcess] = {}
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        return grpc.method_handlers_generic_handler(
+            _SERVICE,
+            {
+                "EventStream": grpc.stream_stream_rpc_method_handler(
+                    self._event_stream,
+                    request_deserializer=messages.StreamingMessage.FromString,
+                    response_serializer=messages.StreamingMessage.SerializeToString,
+                )
+            },
+        )
+
+    def expect(self, worker: WorkerProcess) -> None:
+        with self._guard:
+            self._expected[worker.worker_id] = worker
+
+    def forget(self, worker: WorkerProcess) -> None:
+        with self._guard:
+            self._expected.pop(worker.worker_id, None)
+
+    def _event_stream(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+        first = next(requests, None)
+        if first is None or first.WhichOneof("content") != "start_stream":
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "StartStream comes first")
+            return
+        with self._guard:
+            worker = self._expected.get(first.start_stream.worker_id)
+        if worker is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, "no worker expected with that id")
+            return
+        reader = threading.Thread(
+            target=worker.read, args=(requests,), name=f"worker {worker.number} stream", daemon=True
+        )
+        reader.start()
+        worker.connected.set()
+        yield from worker.outgoing()
+
+
+class WorkerProcess:
+    """One language worker process and its stream."""
+
+    def __init__(self, number: int, streams: EventStreams, address: str) -> None:
+        self.number = number
+        self.worker_id = str(uuid.uuid4())
+        self._streams = streams
+        self._address = address
+        self._outgoing: queue.Queue[Any] = queue.Queue()
+        self._pending: dict[str, Future[Any]] = {}
+        self._guard = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self.connected = threading.Event()
+        self._closed = False
+
+    def start(self, script_root: Path, environ: Mapping[str, str]) -> None:
+        host, port = self._address.rsplit(":", 1)
+        self._streams.expect(self)
+        command = [
+            sys.executable, "-m", "functions_local_host.language_worker",
+            "--host", host, "--port", port,
+            "--workerId", self.worker_id, "--requestId", str(uuid.uuid4()),
+            "--functions-grpc-max-message-length", str(GRPC_MAX_MESSAGE_LENGTH),
+        ]  # fmt: skip
+        self._process = subprocess.Popen(
+            command,
+            cwd=script_root,  # the host starts a worker in the script root
+            env={**environ, "PYTHONPATH": _python_path(environ)},
+            stdin=subprocess.DEVNULL,
+            # A Ctrl-C in the host's terminal is the host's to handle: it lets the invocations
+            # in flight finish, then terminates its workers over the stream.
+            start_new_session=True,
+        )
+        waited = 0.0
+        while not self.connected.wait(0.2):
+            waited += 0.2
+            if self._process.poll() is not None or waited > _START_SECONDS:
+                raise WorkerStartError(
+                    f"Worker process {self.number} did not connect to the host (exit code "
+                    f"{self._process.poll()})."
+                )
+
+    def outgoing(self) -> Iterator[Any]:
+        while (message := self._outgoing.get()) is not None:
+            yield message
+
+    def read(self, responses: Iterator[Any]) -> None:
+        """The worker's side of the stream: responses resolve their requests, logs are logged."""
+        try:
+            for message in responses:
+                kind = message.WhichOneof("content")
+                if kind == "rpc_log":
+                    log = message.rpc_log
+                    logging.getLogger(log.category or "Function").log(
+                        _RPC_LEVELS.get(messages.RpcLog.Level.Name(log.level), logging.INFO),
+                        "%s",
+                        log.message,
+                    )
+                    continue
+                key = (
+                    message.invocation_response.invocation_id
+                    if kind == "invocation_response"
+                    else message.request_id
+                )
+                with self._guard:
+                    future = self._pending.pop(key, None)
+                if future is not None:
+                    future.set_result(getattr(message, kind))
+        except grpc.RpcError:
+            pass
+        finally:
+            self._fail_pending(f"worker process {self.number} exited")
+
+    def _fail_pending(self, why: str) -> None:
+        with self._guard:
+            self._closed = True
+            pending, self._pending = self._pending, {}
+        for future in pending.values():
+            future.set_exception(ConnectionError(why))
+
+    def request(self, key: str, message: Any, timeout: float | None = _REQUEST_SECONDS) -> Any:
+        future: Future[Any] = Future()
+        with self._guard:
+            if self._closed:
+                raise ConnectionError(f"worker process {self.number} exited")
+            self._pending[key] = future
+        self._outgoing.put(message)
+        return future.result(timeout)
+
+    def ask(self, **content: Any) -> Any:
+        """Send one request (``content``: the ``StreamingMessage`` field that holds it) under a
+        new request id and return the worker's response to it."""
+        request_id = str(uuid.uuid4())
+        return self.request(request_id, messages.StreamingMessage(request_id=request_id, **content))
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._outgoing.put(messages.StreamingMessage(worker_terminate=messages.WorkerTerminate()))
+        self._outgoing.put(None)
+        self._streams.forget(self)
+        if self._process is not None:
+            try:
+                self._process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(5)
+
+
+class WorkerPool:
+    """``count`` worker processes with the interface of the in-process ``Worker``."""
+
+    def __init__(self, count: int, streams: EventStreams, address: str) -> None:
+        if count < 1:
+            raise HostConfigurationError(f"{WORKER_PROCESS_COUNT_SETTING} must be 1 or more")
+        self.worker_id = "pool"
+        self.workers = [WorkerProcess(n, streams, address) for n in range(1, count + 1)]
+        self._turn = itertools.cycle(self.workers)
+        self._turn_guard = threading.Lock()
+
+    def index(self, script: Path, environ: Mapping[str, str]) -> list[Any]:
+        """Start every worker, have each index the app, and return the first's metadata."""
+        metadata: list[Any] = []
+        for worker in self.workers:
+            worker.start(script.parent, environ)
+            response = worker.ask(
+                worker_init_request=messages.WorkerInitRequest(
+                    host_version=_HOST_VERSION,
+                    function_app_directory=str(script.parent),
+                ),
+            )
+            _raise_on_failure(response.result, f"Worker {worker.number} could not index {script}")
+            listed = worker.ask(
+                functions_metadata_request=messages.FunctionsMetadataRequest(
+                    function_app_directory=str(script.parent)
+                ),
+            )
+            _raise_on_failure(listed.result, f"Worker {worker.number} could not list {script}")
+            metadata = metadata or list(listed.function_metadata_results)
+        return metadata
+
+    def load(self, functions: Iterable[Any]) -> None:
+        loaded = list(functions)
+        for worker in self.workers:
+            for metadata in loaded:
+                response = worker.ask(
+                    function_load_request=messages.FunctionLoadRequest(
+                        function_id=metadata.function_id, metadata=metadata
+                    ),
+                )
+                _raise_on_failure(
+                    response.result, f"Worker {worker.number} could not load {metadata.name}"
+                )
+
+    def invoke(self, invocation: Any) -> Any:
+        """Run one ``InvocationRequest`` on the next worker; a worker that is gone fails it."""
+        with self._turn_guard:
+            worker = next(self._turn)
+        try:
+            return worker.request(
+                invocation.invocation_id,
+                messages.StreamingMessage(
+                    request_id=str(uuid.uuid4()), invocation_request=invocation
+                ),
+                timeout=None,
+            )
+        except ConnectionError as error:
+            return messages.InvocationResponse(
+                invocation_id=invocation.invocation_id,
+                result=messages.StatusResult(
+                    status=messages.StatusResult.Failure,
+                    exception=messages.RpcException(message=str(error)),
+                ),
+            )
+
+    def finish(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+
+
+def worker_process_count(settings: Mapping[str, str]) -> int:
+    given = settings.get(WORKER_PROCESS_COUNT_SETTING, "").strip() or "1"
+    if not given.isdigit() or int(given) < 1:
+        raise HostConfigurationError(
+            f"{WORKER_PROCESS_COUNT_SETTING}={given!r}: expected a number of processes, 1 or more"
+        )
+    return int(given)
+
+
+def _python_path(environ: Mapping[str, str]) -> str:
+    """The worker imports this package from where the host imported it, wherever it starts."""
+    root = str(Path(__file__).resolve().parents[1])
+    existing = environ.get("PYTHONPATH") or os.environ.get("PYTHONPATH", "")
+    return os.pathsep.join(p for p in (root, existing) if p)
+
+
+def _raise_on_failure(result: Any, what: str) -> None:
+    if result.status != messages.StatusResult.Success:
+        raise WorkerStartError(
+            f"{what}: {result.exception.message}\n{result.exception.stack_trace}".rstrip()
+        )
