@@ -406,10 +406,13 @@ class InMemoryOrderProgress:
 
 
 class InMemoryImportProgress:
-    """One outcome per (job, session, step), overwritten when recorded again."""
+    """One outcome per (job, session, step), overwritten when recorded again; one run per
+    (job, session, first step), replaced when recorded again. A step's own outcome wins over
+    the runs that cover it."""
 
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str, int | None], tuple[str, str | None]] = {}
+        self.runs: dict[tuple[str, str, int], int] = {}  # (job, session, first) -> last
 
     def record(
         self, job_id: str, session_id: str, step: int | None, *, status: str, reason: str | None
@@ -420,9 +423,21 @@ class InMemoryImportProgress:
         for row in rows:
             self.record(row.job_id, row.session_id, row.step, status=row.status, reason=row.reason)
 
+    def record_run(self, job_id: str, session_id: str, first_step: int, last_step: int) -> None:
+        self.runs[(job_id, session_id, first_step)] = last_step
+
+    def statuses(self) -> dict[tuple[str, str, int | None], str]:
+        """Each recorded row's status, by (job, session, step)."""
+        statuses: dict[tuple[str, str, int | None], str] = {}
+        for (job, session, first), last in self.runs.items():
+            for step in range(first, last + 1):
+                statuses[(job, session, step)] = "imported"
+        statuses |= {key: status for key, (status, _) in self.rows.items()}
+        return statuses
+
     def counts(self, job_id: str, *, session_id: str | None = None) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for (job, session, _), (status, _) in self.rows.items():
+        for (job, session, _), status in self.statuses().items():
             if job == job_id and session_id in (None, session):
                 counts[status] = counts.get(status, 0) + 1
         return counts

@@ -1,14 +1,24 @@
-"""Import row outcomes in Table Storage: one row per imported row, PartitionKey = the job and
-the session (``<job key>~~<session key>``), so that a job's rows spread over as many partitions
-as it has sessions: one partition takes about 2,000 entities a second (docs/capacity.md), and
-every row of an import writes one entity here.
+"""Import row outcomes in Table Storage, PartitionKey = the job and the session
+(``<job key>~~<session key>``), so that a job's rows spread over as many partitions as it has
+sessions: one partition takes about 2,000 entities a second (docs/capacity.md).
 
-Rows written before that layout have PartitionKey = the job alone; ``counts`` reads both."""
+Two kinds of entity share a session's partition:
+
+- a row's own outcome, RowKey ``<session key>~~<step:>09>``: failed rows, replays and rows
+  imported one at a time;
+- a run of consecutive imported rows (a batch's), RowKey ``<session key>~~<first step:>09>~run``
+  with ``first_step`` and ``last_step``: one entity for up to 100 rows, replaced when a
+  redelivered batch records a run from the same first step again. It sorts right after its
+  first row's own entity, inside the session's range of keys.
+
+Rows written before that layout have PartitionKey = the job alone (row entities only);
+``counts`` reads both."""
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from azure.data.tables import TableClient, UpdateMode
@@ -20,12 +30,17 @@ from .table_keys import table_key
 # Operations in one entity-group transaction: Azure Tables' limit (Azurite answers a larger
 # one brokenly, so the limit is kept there too).
 TRANSACTION_LIMIT = 100
+IMPORTED = "imported"
+# A run's RowKey is its first row's with this after the step: longer than any row's own
+# RowKey of the session (the session key, '~~' and 9 characters), so the two never meet.
+RUN_SUFFIX = "~run"
 
 
 class TableImportProgress:
-    """Implements ImportProgress. RowKey = session key + step, so a redelivered row upserts
-    its own entity and the counts stay exact. Table: ``importprogress``. A job's partitions
-    are the keys that start with ``<job key>~~``: one range."""
+    """Implements ImportProgress. RowKey = session key + step (a run's: its first step), so a
+    redelivered row or batch upserts its own entity and the counts stay exact. Table:
+    ``importprogress``. A job's partitions are the keys that start with ``<job key>~~``: one
+    range."""
 
     def __init__(self, table: TableClient) -> None:
         self._table = table
@@ -59,9 +74,25 @@ class TableImportProgress:
                     )
 
     @translated(TABLE_STORAGE)
+    def record_run(self, job_id: str, session_id: str, first_step: int, last_step: int) -> None:
+        """One upsert, whatever the run's length; a run from the same first step replaces it."""
+        self._table.upsert_entity(
+            {
+                "PartitionKey": _session_partition(job_id, session_id),
+                "RowKey": f"{_row_key(session_id, first_step)}{RUN_SUFFIX}",
+                "status": IMPORTED,
+                "session_id": session_id,
+                "first_step": first_step,
+                "last_step": last_step,
+            },
+            mode=UpdateMode.REPLACE,
+        )
+
+    @translated(TABLE_STORAGE)
     def counts(self, job_id: str, *, session_id: str | None = None) -> dict[str, int]:
-        """The job's (or one of its sessions') rows by status, in both layouts. (The SDK
-        substitutes parameters between spaces only, hence the spaces inside the parentheses.)"""
+        """The job's (or one of its sessions') rows by status, in both layouts, each row once
+        (``_counted``). (The SDK substitutes parameters between spaces only, hence the spaces
+        inside the parentheses.)"""
         parameters = {"legacy": table_key(job_id)}
         if session_id is None:
             prefix = f"{table_key(job_id)}~~"
@@ -72,15 +103,62 @@ class TableImportProgress:
         else:
             query = "PartitionKey eq @own or ( PartitionKey eq @legacy and session_id eq @session )"
             parameters |= {"own": _session_partition(job_id, session_id), "session": session_id}
-        entities = self._table.query_entities(query, parameters=parameters, select=["status"])
-        return dict(Counter(entity["status"] for entity in entities))
+        entities = self._table.query_entities(
+            query, parameters=parameters, select=list(_COUNTED_COLUMNS)
+        )
+        return _counted(entities)
+
+
+_COUNTED_COLUMNS = ("PartitionKey", "session_id", "status", "step", "first_step", "last_step")
+
+
+def _counted(entities: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Rows by status, per session: a step's own entity's status when it has one, else
+    "imported" when any run covers it (the union of the runs, so overlapping runs count a
+    row once)."""
+    counts: Counter[str] = Counter()
+    runs: dict[Any, list[tuple[int, int]]] = {}
+    own_steps: dict[Any, set[int]] = {}
+    for entity in entities:
+        # A selected column an entity lacks comes back as None. A session's entities are
+        # grouped by its id, in either layout (the legacy partition holds many sessions).
+        session = (
+            ("session", entity["session_id"])
+            if entity.get("session_id") is not None
+            else ("partition", entity["PartitionKey"])
+        )
+        if entity.get("first_step") is not None:
+            runs.setdefault(session, []).append((entity["first_step"], entity["last_step"]))
+            continue
+        counts[entity["status"]] += 1
+        if entity.get("step") is not None:
+            own_steps.setdefault(session, set()).add(entity["step"])
+    for session, intervals in runs.items():
+        counts[IMPORTED] += _covered_without(intervals, sorted(own_steps.get(session, ())))
+    return {status: count for status, count in counts.items() if count}
+
+
+def _covered_without(intervals: list[tuple[int, int]], steps: list[int]) -> int:
+    """How many steps the union of the closed ``intervals`` holds that sorted ``steps`` does
+    not."""
+    covered, end = 0, None
+    for first, last in sorted(intervals):
+        if end is not None and first <= end:
+            first = end + 1
+        if first > last:
+            continue
+        covered += (
+            last - first + 1 - (bisect.bisect_right(steps, last) - bisect.bisect_left(steps, first))
+        )
+        end = last
+    return covered
 
 
 def _entity(row: RowOutcome) -> dict[str, Any]:
     entity: dict[str, Any] = {
         # '~~' never occurs in an escaped key ('~' is always followed by two hex digits).
         "PartitionKey": _session_partition(row.job_id, row.session_id),
-        "RowKey": f"{table_key(row.session_id)}~~{row.step if row.step is not None else 'x':>09}",
+        "RowKey": _row_key(row.session_id, row.step),
         "status": row.status,
         "session_id": row.session_id,
     }
@@ -93,3 +171,7 @@ def _entity(row: RowOutcome) -> dict[str, Any]:
 
 def _session_partition(job_id: str, session_id: str | None) -> str:
     return f"{table_key(job_id)}~~{table_key(session_id)}"
+
+
+def _row_key(session_id: str, step: int | None) -> str:
+    return f"{table_key(session_id)}~~{step if step is not None else 'x':>09}"

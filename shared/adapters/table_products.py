@@ -1,24 +1,43 @@
-"""The product catalog in Azure Tables: one entity per SKU."""
+"""The product catalog in Azure Tables: products spread over a few partitions by a hash of
+their SKU, so that an import batch's rows are written in a few entity-group transactions."""
 
 from __future__ import annotations
 
+import zlib
+from collections import defaultdict
 from collections.abc import Sequence
 from decimal import Decimal
+from typing import Any
 
 from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
 
 from ..domain.products import Product
 from .azure_errors import TABLE_STORAGE, translated
+from .table_batches import upsert_in_transactions
 from .table_keys import table_key
 
-_ROW = "product"
+PARTITIONS = 8
+_LEGACY_ROW = "product"
+
+
+def partition_of(sku: str) -> str:
+    """The partition a SKU's product lives in: one of ``PARTITIONS``, by CRC-32 of the SKU,
+    the same in every process. Starts with ``!``, which no escaped value does
+    (``table_keys``), so it never meets a key of the layout before it."""
+    return f"!products-{zlib.crc32(sku.encode('utf-8')) % PARTITIONS}"
 
 
 class TableProductCatalog:
-    """Each product is its own partition (PartitionKey = SKU), so imports of many rows do not
-    contend and a lookup is a point read. Prices are stored as text: a table double would
-    turn 19.99 into 19.989999..., and money must stay exact."""
+    """PartitionKey = ``partition_of(sku)``, RowKey = the SKU. A lookup is a point read; an
+    import batch's products are upserted in one transaction per partition they fall in (at
+    most ``PARTITIONS`` per 100 rows, where one partition per SKU took one request per row).
+    Each partition carries Table Storage's 2,000 entities/s (docs/capacity.md). Prices are
+    stored as text: a table double would turn 19.99 into 19.989999..., and money must stay
+    exact.
+
+    Products written under the earlier layout (PartitionKey = the SKU, RowKey ``product``)
+    are still found, and ``move_legacy_products`` moves them (docs/deploy.md)."""
 
     def __init__(self, table: TableClient) -> None:
         self._table = table
@@ -28,17 +47,11 @@ class TableProductCatalog:
         """The products that exist among ``skus``; unknown SKUs are left out."""
         found: dict[str, Product] = {}
         for sku in dict.fromkeys(skus):
-            try:
-                entity = self._table.get_entity(table_key(sku), _ROW)
-            except ResourceNotFoundError:
-                continue
-            found[sku] = Product(
-                sku=str(entity["Sku"]),
-                name=str(entity["Name"]),
-                price=Decimal(str(entity["Price"])),
-                currency=str(entity["Currency"]),
-                description=str(entity.get("Description") or ""),
+            entity = self._read(partition_of(sku), table_key(sku)) or self._read(
+                table_key(sku), _LEGACY_ROW
             )
+            if entity is not None:
+                found[sku] = _product(entity)
         return found
 
     @translated(TABLE_STORAGE)
@@ -48,16 +61,49 @@ class TableProductCatalog:
 
     @translated(TABLE_STORAGE)
     def upsert_many(self, products: Sequence[Product]) -> None:
-        """One upsert per distinct SKU, the last product of a SKU kept: every product is a
-        partition of its own, and a transaction spans one partition, so nothing groups them."""
+        """Create or replace the products, the last of a SKU kept, in one transaction per
+        partition (and per 100 products)."""
+        by_partition: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for product in {product.sku: product for product in products}.values():
+            by_partition[partition_of(product.sku)].append(_entity(product))
+        for entities in by_partition.values():
+            upsert_in_transactions(self._table, entities)
+
+    @translated(TABLE_STORAGE)
+    def move_legacy_products(self) -> int:
+        """Move the products written under the earlier layout to their partitions, each
+        written under its new keys before its old entity is deleted (run again after a crash:
+        it goes on where it stopped). Returns how many it moved."""
+        moved = 0
+        legacy = list(self._table.query_entities("RowKey eq @row", parameters={"row": _LEGACY_ROW}))
+        for entity in legacy:
+            product = _product(entity)
             self._table.upsert_entity(_entity(product), mode=UpdateMode.REPLACE)
+            self._table.delete_entity(entity["PartitionKey"], entity["RowKey"])
+            moved += 1
+        return moved
+
+    def _read(self, partition: str, row: str) -> dict[str, Any] | None:
+        try:
+            return dict(self._table.get_entity(partition, row))
+        except ResourceNotFoundError:
+            return None
+
+
+def _product(entity: dict[str, Any]) -> Product:
+    return Product(
+        sku=str(entity["Sku"]),
+        name=str(entity["Name"]),
+        price=Decimal(str(entity["Price"])),
+        currency=str(entity["Currency"]),
+        description=str(entity.get("Description") or ""),
+    )
 
 
 def _entity(product: Product) -> dict[str, str]:
     return {
-        "PartitionKey": table_key(product.sku),
-        "RowKey": _ROW,
+        "PartitionKey": partition_of(product.sku),
+        "RowKey": table_key(product.sku),
         "Sku": product.sku,
         "Name": product.name,
         "Price": str(product.price),

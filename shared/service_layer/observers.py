@@ -31,15 +31,19 @@ class Observed:
 
 
 def import_progress_observer(progress: ImportProgress) -> ImportProgressObserver:
-    """Records each row's outcome (a batch's rows in one call). A redelivery of a finished row
-    records nothing; a re-recorded row overwrites itself (upsert), and so does its replay, so
-    counts stay exact."""
+    """Records each row's outcome (a batch's rows in as few calls as it can). A redelivery of a
+    finished row records nothing; a re-recorded row overwrites itself (upsert), and so does
+    its replay, so counts stay exact."""
     return ImportProgressObserver(progress)
 
 
 class ImportProgressObserver:
-    """A ``BatchObserver``: one row through ``ImportProgress.record``, a batch's rows through
-    ``record_many``."""
+    """A ``BatchObserver``: one row through ``ImportProgress.record``; of a batch, each run of
+    2 or more imported rows of one session with consecutive steps through ``record_run`` (one
+    record, replaced when the batch is redelivered from the same row), the other rows through
+    ``record_many`` (or ``record`` when one). Replayed rows are never part of a run: each
+    overwrites its own row's record in its original session, which is how a row that failed
+    and then imported on replay counts once, as imported."""
 
     def __init__(self, progress: ImportProgress) -> None:
         self._progress = progress
@@ -54,14 +58,54 @@ class ImportProgressObserver:
         self.many([(incoming, message, outcome, reason)])
 
     def many(self, told: Sequence[Told]) -> None:
-        rows = [_row_outcome(seen) for seen in _seen(told)]
-        if len(rows) == 1:
-            row = rows[0]
+        rows: list[tuple[int, RowOutcome]] = []  # (its place in told, the row)
+        runs: list[_Run] = []
+        for index, seen in enumerate(_seen(told)):
+            row = _row_outcome(seen)
+            step = row.step
+            if step is None or not seen.completed or _replayed(seen):
+                rows.append((index, row))
+            elif runs and runs[-1].continues(row, step):
+                runs[-1].last_step = step
+            else:
+                runs.append(_Run(index, row, step, step))
+        for run in runs:
+            if run.first_step == run.last_step:
+                rows.append((run.index, run.first))
+            else:
+                self._progress.record_run(
+                    run.first.job_id, run.first.session_id, run.first_step, run.last_step
+                )
+        # In told's order, so a row given twice keeps its last outcome.
+        ordered = [row for _, row in sorted(rows, key=lambda placed: placed[0])]
+        if len(ordered) == 1:
+            row = ordered[0]
             self._progress.record(
                 row.job_id, row.session_id, row.step, status=row.status, reason=row.reason
             )
-        elif rows:
-            self._progress.record_many(rows)
+        elif ordered:
+            self._progress.record_many(ordered)
+
+
+@dataclass
+class _Run:
+    """Consecutive imported rows of one session, as ``ImportProgressObserver.many`` gathers
+    them."""
+
+    index: int  # of its first row in told
+    first: RowOutcome
+    first_step: int
+    last_step: int
+
+    def continues(self, row: RowOutcome, step: int) -> bool:
+        return (row.job_id, row.session_id) == (
+            self.first.job_id,
+            self.first.session_id,
+        ) and step == self.last_step + 1
+
+
+def _replayed(seen: Observed) -> bool:
+    return bool(seen.incoming.application_properties.get("replay_of"))
 
 
 def _row_outcome(seen: Observed) -> RowOutcome:

@@ -344,6 +344,10 @@ class RowOutcome:
 
 
 class ImportProgress(Protocol):
+    """Import row outcomes: one record per row (``record``, ``record_many``), or one per run
+    of consecutive imported rows of a session (``record_run``). A row's own record wins over
+    any run that covers it, so failed rows and replays are recorded row by row."""
+
     def record(
         self, job_id: str, session_id: str, step: int | None, *, status: str, reason: str | None
     ) -> None:
@@ -355,8 +359,17 @@ class ImportProgress(Protocol):
         per partition and 100 rows); a row given twice keeps its last outcome."""
         ...
 
+    def record_run(self, job_id: str, session_id: str, first_step: int, last_step: int) -> None:
+        """Record rows ``first_step``..``last_step`` (inclusive) of the session as imported,
+        in one record. A run that starts at the same step replaces it, whatever its length
+        (a redelivered batch starts again at its first unfinished row); runs that overlap
+        count each row once."""
+        ...
+
     def counts(self, job_id: str, *, session_id: str | None = None) -> dict[str, int]:
-        """Rows of the job (or of one session of it) by final status; empty when none yet."""
+        """Rows of the job (or of one session of it) by final status, each row once: its own
+        record's status when it has one, else "imported" when a run covers it. Empty when
+        none yet."""
         ...
 
 

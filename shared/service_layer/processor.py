@@ -8,8 +8,10 @@ behaviour table is in docs/processor.md; each row has a test in tests/unit/test_
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -185,8 +187,9 @@ class SessionProcessor:
             return True, stopped
         self._endings.tell_many([(h.ending, h.incoming) for h in held])
         held[-1].actions.set_state(held[-1].state_bytes)
-        for h in held:
-            results[h.index] = self._endings.carry_out(
+
+        def carry_out(h: _Held) -> Result:
+            return self._endings.carry_out(
                 h.ending,
                 h.incoming,
                 h.actions,
@@ -194,6 +197,16 @@ class SessionProcessor:
                 told=True,
                 state_written=True,
             )
+
+        # Each message is completed on its own, the settlements at once (each is a round trip
+        # to the broker). A session's last message clears the state and lets the session go,
+        # so it is settled after all the others.
+        last = held[-1] if held[-1].ending.is_last else None
+        at_once = held[:-1] if last else held
+        for h, result in zip(at_once, _settlements().map(carry_out, at_once), strict=True):
+            results[h.index] = result
+        if last:
+            results[last.index] = carry_out(last)
         return False, False
 
     # -- decisions ---------------------------------------------------------------------------
@@ -436,6 +449,23 @@ class _CachedState:
 
     def release_session(self) -> None:
         self._actions.release_session()
+
+
+_SETTLEMENT_THREADS = 16
+_settlement_pool: ThreadPoolExecutor | None = None
+_settlement_pool_lock = threading.Lock()
+
+
+def _settlements() -> ThreadPoolExecutor:
+    """The threads a batch's settlements run on, made on first use and shared by the
+    process's processors."""
+    global _settlement_pool
+    with _settlement_pool_lock:
+        if _settlement_pool is None:
+            _settlement_pool = ThreadPoolExecutor(
+                max_workers=_SETTLEMENT_THREADS, thread_name_prefix="settlement"
+            )
+        return _settlement_pool
 
 
 @dataclass(frozen=True)

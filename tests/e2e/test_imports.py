@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from shared.adapters.azure_clients import PRODUCTS_TABLE
-from shared.adapters.table_keys import table_key
+from shared.adapters.table_products import TableProductCatalog
 
 from .conftest import E2E, import_rows, wait_for
 
@@ -30,11 +30,8 @@ def test_an_import_goes_on_past_bad_rows(e2e: E2E) -> None:
     status = import_rows(e2e, job, rows, expect_imported=3, session_id=session)
 
     assert status["rows_failed"] == 2
-    products = e2e.table(PRODUCTS_TABLE)
-    stored = {
-        step: bool(list(products.query_entities("PartitionKey eq @pk", parameters={"pk": key})))
-        for step, key in ((i, table_key(f"{job}-{i}")) for i in range(1, 6))
-    }
+    found = TableProductCatalog(e2e.table(PRODUCTS_TABLE)).find([f"{job}-{i}" for i in range(1, 6)])
+    stored = {step: f"{job}-{step}" in found for step in range(1, 6)}
     assert stored == {1: True, 2: False, 3: True, 4: False, 5: True}
     archived = wait_for(
         lambda: len(_archived_messages(e2e, session)) == 2 and _archived_messages(e2e, session),

@@ -18,7 +18,16 @@ from shared.domain.pipelines import PRODUCT_IMPORT, import_message
 from shared.service_layer.import_tasks import import_tasks
 from shared.service_layer.observers import import_progress_observer
 from shared.service_layer.ports import RowOutcome
-from shared.service_layer.processor import FailurePolicy, Outcome, RetryPolicy, SessionProcessor
+from shared.service_layer.processor import (
+    FailurePolicy,
+    IncomingMessage,
+    Outcome,
+    RetryPolicy,
+    SessionProcessor,
+)
+from shared.service_layer.session_messages import Told
+from tests.progress_cases import CASES, SESSION, Case, record
+from tests.progress_cases import JOB as CASE_JOB
 
 from .servicebus import SessionRunner, outcomes, send_raw
 
@@ -175,3 +184,93 @@ def test_a_batch_of_outcomes_is_written_in_transactions_of_at_most_100_per_sessi
     assert sent == ["POST"] * 3
     assert progress.counts("job-b") == {"imported": 250}
     assert progress.counts("job-b", session_id="job-b-s2") == {"imported": 50}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_runs_and_rows_own_records_count_each_row_once(table: TableClient, case: Case) -> None:
+    progress = TableImportProgress(table)
+
+    record(progress, case)
+
+    assert progress.counts(CASE_JOB) == case.counts
+    assert progress.counts(CASE_JOB, session_id=SESSION) == case.session_counts
+
+
+def test_a_batch_of_100_imported_rows_is_one_entity_written_in_one_request(
+    table: TableClient, azurite_connection_string: str
+) -> None:
+    # Given the import's observer over the adapter, every request it sends recorded
+    sent: list[str] = []
+    progress = TableImportProgress(
+        TableServiceClient.from_connection_string(
+            azurite_connection_string,
+            raw_request_hook=lambda request: sent.append(request.http_request.method),
+        ).get_table_client(table.table_name)
+    )
+    observer = import_progress_observer(progress)
+
+    # When a batch of 100 rows of a session imports
+    observer.many([_told(step) for step in range(1, 101)])
+
+    # Then one upsert wrote one entity for them, and they count 100
+    assert sent == ["PUT"]
+    [entity] = table.list_entities()
+    assert (entity["first_step"], entity["last_step"], entity["status"]) == (1, 100, "imported")
+    assert progress.counts(CASE_JOB) == {"imported": 100}
+
+    # And when the batch is redelivered from the same row, shorter, its entity is replaced
+    observer.many([_told(step) for step in range(1, 61)])
+    [entity] = table.list_entities()
+    assert entity["last_step"] == 60
+    assert progress.counts(CASE_JOB) == {"imported": 60}
+
+
+def test_a_runs_key_sorts_beside_its_first_rows_own_and_never_meets_it(table: TableClient) -> None:
+    # Given a run from row 1 and rows 1 and 2 recorded on their own too (the batch ran again
+    # one by one), and a session whose id ends in what a run's key adds
+    progress = TableImportProgress(table)
+    progress.record_run(CASE_JOB, SESSION, 1, 3)
+    for step in (1, 2):
+        progress.record(CASE_JOB, SESSION, step, status="imported", reason=None)
+    progress.record(CASE_JOB, f"{SESSION}~run", 1, status="failed", reason=None)
+
+    # Then each is an entity of its own, in its session's partition, the run after its first row
+    keys = [(e["PartitionKey"], e["RowKey"]) for e in table.list_entities()]
+    assert sorted(keys) == [
+        ("job-r~~job-r-0000", "job-r-0000~~000000001"),
+        ("job-r~~job-r-0000", "job-r-0000~~000000001~run"),
+        ("job-r~~job-r-0000", "job-r-0000~~000000002"),
+        ("job-r~~job-r-0000~7Erun", "job-r-0000~7Erun~~000000001"),
+    ]
+    assert progress.counts(CASE_JOB) == {"imported": 3, "failed": 1}
+
+
+def test_runs_count_with_rows_of_the_legacy_layout_once_each(table: TableClient) -> None:
+    # Given rows 1 and 2 of a session written under the job alone (the layout before), and one
+    # of another session
+    for session, step, status in (
+        (SESSION, 1, "imported"),
+        (SESSION, 2, "failed"),
+        ("s9", 1, "imported"),
+    ):
+        table.upsert_entity(
+            {"PartitionKey": CASE_JOB, "RowKey": f"{session}~~{step:>09}", "status": status,
+             "session_id": session, "step": step}
+        )  # fmt: skip
+    progress = TableImportProgress(table)
+
+    # When a run of the session's rows 1 to 5 is recorded in the layout of now
+    progress.record_run(CASE_JOB, SESSION, 1, 5)
+
+    # Then each row counts once, a row's own record winning over the run
+    assert progress.counts(CASE_JOB) == {"imported": 5, "failed": 1}
+    assert progress.counts(CASE_JOB, session_id=SESSION) == {"imported": 4, "failed": 1}
+    assert progress.counts(CASE_JOB, session_id="s9") == {"imported": 1}
+
+
+def _told(step: int) -> Told:
+    message = import_message(CASE_JOB, step, is_last=False, row={"sku": f"SKU-{step}"})
+    incoming = IncomingMessage(
+        message.to_json(), SESSION, application_properties=message.application_properties()
+    )
+    return (incoming, message, Outcome.COMPLETED, None)

@@ -76,6 +76,10 @@ class CountingProgress(InMemoryImportProgress):
                 row.job_id, row.session_id, row.step, status=row.status, reason=row.reason
             )
 
+    def record_run(self, job_id: str, session_id: str, first_step: int, last_step: int) -> None:
+        self.calls += 1
+        super().record_run(job_id, session_id, first_step, last_step)
+
 
 class CountingActions(InMemorySessionActions):
     reads: int = 0
@@ -137,6 +141,7 @@ def test_a_batch_of_good_rows_is_written_once_its_state_once_and_each_row_comple
     assert imp.actions.events == ["set_state", *["complete"] * 5, "set_state", "release_session"]
     assert imp.actions.state is None
     assert imp.progress.calls == 1
+    assert imp.progress.runs == {(JOB, SESSION, 1): 5}  # one record for the batch's rows
     assert imp.progress.counts(JOB) == {"imported": 5}
     [outcome] = imp.outcomes.outcomes.values()
     assert outcome.status == "completed"
@@ -194,7 +199,7 @@ def test_a_batch_ends_as_the_same_rows_one_at_a_time_end() -> None:
     ]
     assert batched.actions.settlements == one_by_one.actions.settlements
     assert batched.catalog.products == one_by_one.catalog.products
-    assert batched.progress.rows == one_by_one.progress.rows
+    assert batched.progress.statuses() == one_by_one.progress.statuses()
     assert batched.outcomes.outcomes == one_by_one.outcomes.outcomes
 
 

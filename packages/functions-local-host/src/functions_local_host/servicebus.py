@@ -477,13 +477,10 @@ class ServiceBusListener:
         """Run a batch trigger, then settle each message the function left unsettled: all
         completed after a success (autoCompleteMessages), all abandoned after a failure
         (TriggerAndCompleteMessagesInternal)."""
+        # Each message has a lock of its own: the function may settle a batch's messages at
+        # once, each a round trip to the broker.
         held = [
-            HeldMessage(
-                message=message,
-                receiver=receiver,
-                lock=session.lock if session else threading.RLock(),
-                session=session,
-            )
+            HeldMessage(message=message, receiver=receiver, lock=threading.RLock(), session=session)
             for message in batch
         ]
         registry = self._settlement.registry
