@@ -19,7 +19,7 @@ import function_app
 from localdev.stack import MailSink, run_mail_sink
 from shared.adapters.azure_clients import PRODUCTS_TABLE, ensure_storage
 from shared.adapters.servicebus_sender import to_service_bus_message
-from shared.adapters.table_keys import table_key
+from shared.adapters.table_products import TableProductCatalog
 from shared.bootstrap import use_container
 from shared.domain.envelope import TaskMessage
 from shared.domain.orders import parse_order
@@ -70,10 +70,7 @@ class App:
             sender.send_messages(sent)
 
     def imported(self, sku: str) -> bool:
-        rows = self.products.query_entities(
-            "PartitionKey eq @pk", parameters={"pk": table_key(sku)}
-        )
-        return bool(list(rows))
+        return sku in TableProductCatalog(self.products).find([sku])
 
     def receipt(self, job_id: str) -> bool:
         wanted = f"<{job_id}.receipt@pipelines.local>"
