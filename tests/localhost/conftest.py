@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from localdev.host import LocalHost
-from localdev.servicebus_emulator.testing import run_emulator
+from servicebus_emulator.testing import run_emulator
 
 logging.getLogger("localdev.host").setLevel(logging.INFO)
 

@@ -615,7 +615,7 @@ def test_a_lost_broker_is_logged_once_and_a_stop_while_it_is_gone_is_quiet(
     slot and retry; when the emulator is back the host says so and takes sessions again. Then
     it dies again and the host is stopped as soon as it notices, as on Ctrl-C in ``make up``
     (where the emulator gets the signal too): nothing is logged above debug."""
-    from localdev.servicebus_emulator.testing import run_emulator
+    from servicebus_emulator.testing import run_emulator
 
     from .conftest import SAMPLE_APP, emulator_config
 
