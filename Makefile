@@ -27,9 +27,12 @@ python:
 # uv installs the packages: first from its cache alone (--offline: under a second when the cache
 # holds them, as on any machine that installed them once), else downloading what is missing (about
 # a minute cold); pip is the fallback when uv cannot be installed. A venv made by another Python
-# version is replaced.
+# version is replaced. requirements-dev.txt installs the Service Bus emulator's package editable
+# (its build backend, setuptools, comes from the same cache), so a change to its pyproject.toml
+# reinstalls.
 UV = $(VENV)/bin/uv
-$(VENV)/.installed: requirements.txt requirements-dev.txt $(LOCAL_HOST)/pyproject.toml | python
+EMULATOR_PACKAGE := packages/servicebus-emulator/pyproject.toml
+$(VENV)/.installed: requirements.txt requirements-dev.txt $(LOCAL_HOST)/pyproject.toml $(EMULATOR_PACKAGE) | python
 	@$(PY) -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null \
 	  || { echo "==> $(VENV): new venv with $(PYTHON) (about 5 s)"; rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
 	@echo "==> $(VENV): installing the app's and the tests' packages with uv"
@@ -87,10 +90,11 @@ test: setup
 
 # Find the tests that fail only on a busy machine: RUNS runs of pytest over TESTS beside LOAD
 # processes that each spin a core, then the tests that failed in any run (tools/flaky.py).
-# Exit status 1 when any did. The hogs stop when the runs end.
+# Exit status 1 when any did. The hogs stop when the runs end. TESTS empty: pytest's testpaths,
+# the whole suite (tests/ and the emulator's packages/servicebus-emulator/tests).
 RUNS ?= 3
 LOAD ?= 2
-TESTS ?= tests
+TESTS ?=
 .PHONY: flaky
 flaky: setup
 	$(PY) tools/flaky.py --runs $(RUNS) --load $(LOAD) -- $(TESTS) -n $(PYTEST_WORKERS) --dist loadfile -q
@@ -127,9 +131,10 @@ reset:
 demo: run-deps
 	@$(PY) -m localdev.demo
 
-# The Python SDK's own samples, for tests/emulator/test_python_samples.py (it runs the topic and
-# subscription ones against the emulator): from the azure-servicebus sdist on PyPI, 7.11.4 being
-# the last release whose samples take a connection string; unpacked into the git-ignored venv.
+# The Python SDK's own samples, for packages/servicebus-emulator/tests/test_python_samples.py (it
+# runs the topic and subscription ones against the emulator): from the azure-servicebus sdist on
+# PyPI, 7.11.4 being the last release whose samples take a connection string; unpacked into the
+# git-ignored venv.
 SERVICEBUS_SAMPLES_VERSION := 7.11.4
 SERVICEBUS_SAMPLES := $(VENV)/servicebus-samples-$(SERVICEBUS_SAMPLES_VERSION)
 setup: $(SERVICEBUS_SAMPLES)/.installed

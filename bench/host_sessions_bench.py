@@ -39,7 +39,7 @@ from functions_local_host import LocalHost
 
 from bench.proc import load_average, machine_line
 from bench.servicebus_emulator_bench import process_cpu_seconds
-from localdev.servicebus_emulator.testing import EmulatorProcess, run_emulator
+from servicebus_emulator.testing import EmulatorProcess, run_emulator
 
 # The worker imports the app by its file name from its folder, as a top-level module: the bench
 # reads the invocations from that same module.

@@ -33,7 +33,7 @@ from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.exceptions import OperationTimeoutError
 
 from bench.proc import load_average, machine_line
-from localdev.servicebus_emulator.testing import run_emulator
+from servicebus_emulator.testing import run_emulator
 
 QUEUE = "bench"
 SESSION_QUEUE = "bench-sessions"

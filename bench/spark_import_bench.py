@@ -39,7 +39,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusSender
 from azure.servicebus.exceptions import MessageSizeExceededError
 
 from bench.proc import cpu_by_group
-from localdev.servicebus_emulator.testing import EmulatorProcess, run_emulator
+from servicebus_emulator.testing import EmulatorProcess, run_emulator
 from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.config import ServiceBusConnectionSettings
 from shared.domain.pipelines import import_message

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log", default=os.devnull, help="the host's and the app's log")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, filename=args.log)
-    for noisy in ("azure", "uamqp", "mail.log", "localdev.servicebus_emulator"):
+    for noisy in ("azure", "uamqp", "mail.log", "servicebus_emulator"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     with run_stack(

@@ -56,7 +56,7 @@ Announce = Callable[[str], None]
 @dataclass(frozen=True)
 class LocalStack:
     azurite: Azurite
-    emulator: Any  # localdev.servicebus_emulator.testing.EmulatorProcess
+    emulator: Any  # servicebus_emulator.testing.EmulatorProcess
     mail: MailSink
     host: LocalHost
     settings: Mapping[str, str]  # the app settings the host runs with
@@ -251,10 +251,10 @@ def run_servicebus_emulator(
     config_path = log_path.with_name("servicebus-config.json")
     config_path.write_text(json.dumps(config, indent=2) + "\n")
     try:
-        from localdev.servicebus_emulator.testing import EmulatorProcess
+        from servicebus_emulator.testing import EmulatorProcess
     except ImportError as error:
         raise SystemExit(
-            f"The Service Bus emulator (localdev/servicebus_emulator) cannot be imported: {error}"
+            f"The Service Bus emulator (packages/servicebus-emulator) cannot be imported: {error}"
         ) from error
 
     emulator = EmulatorProcess(

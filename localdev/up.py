@@ -41,7 +41,7 @@ from localdev.stack_layout import (
 )
 
 _PORT_NAMES = [f.name.replace("_", "-") for f in dataclasses.fields(Ports)]
-_NOISY_LOGGERS = ("azure", "uamqp", "mail.log", "localdev.servicebus_emulator")
+_NOISY_LOGGERS = ("azure", "uamqp", "mail.log", "servicebus_emulator")
 
 
 class StackLocked(RuntimeError):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusSubQueue
 
-from localdev.servicebus_emulator.testing import run_emulator
+from servicebus_emulator.testing import run_emulator
 from shared.adapters.servicebus_dead_letters import (
     ServiceBusResender,
     ServiceBusSessionSeeder,

@@ -102,16 +102,18 @@ TOOLING = {
     "AMQP as the .NET extension does (azure-servicebus has no public AMQP encoder); "
     "namedtuple's public _fields",
     "tests/bindings/conftest.py": "builds a received message from AMQP as the binding does",
-    "tests/unit/test_emulator_codec.py": "checks the emulator's codec against the SDK's own",
-    "tests/emulator/sdk.py": "the HTTP base-URL override Microsoft's emulator docs give for Python",
-    "tests/emulator/test_faults.py": "the same documented emulator override",
+    "packages/servicebus-emulator/tests/test_emulator_codec.py": "checks the emulator's codec "
+    "against the SDK's own",
+    "packages/servicebus-emulator/tests/sdk.py": "the HTTP base-URL override Microsoft's "
+    "emulator docs give for Python",
+    "packages/servicebus-emulator/tests/test_faults.py": "the same documented emulator override",
     "tests/integration/test_servicebus_sender.py": "reads what a batch holds (no public view)",
     "tests/spark/test_batches.py": "reads what a batch holds (no public view)",
     "tests/integration/test_trace_context.py": "compares with the SDK's own tracing module",
 }
 SOURCES = [
     path
-    for folder in ("shared", "spark_jobs", "localdev", "tests", "bench", "tools", LOCAL_HOST)
+    for folder in ("shared", "spark_jobs", "localdev", "packages", "tests", "bench", "tools")
     for path in sorted((ROOT / folder).rglob("*.py"))
     if "_rpc" not in path.parts and path not in (ADAPTER, Path(__file__).resolve())
 ] + [ROOT / "function_app.py"]

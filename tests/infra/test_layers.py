@@ -16,11 +16,13 @@ import pytest
 from .conftest import ROOT
 
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-PACKAGES = ["shared", "spark_jobs", "localdev", "functions_local_host"]
-# Where each package's source is: the local host is a distribution of its own (src layout).
-LOCAL_HOST_SOURCE = ROOT / "packages" / "functions-local-host" / "src" / "functions_local_host"
-SOURCES = {package: ROOT / package for package in PACKAGES} | {
-    "functions_local_host": LOCAL_HOST_SOURCE
+# Each root package of the contracts, by the folder it lives in.
+PACKAGES = {
+    "shared": ROOT / "shared",
+    "spark_jobs": ROOT / "spark_jobs",
+    "localdev": ROOT / "localdev",
+    "servicebus_emulator": ROOT / "packages/servicebus-emulator/src/servicebus_emulator",
+    "functions_local_host": ROOT / "packages/functions-local-host/src/functions_local_host",
 }
 
 
@@ -35,11 +37,12 @@ def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _copy(to: Path) -> None:
+    """The contracts and every root package side by side in ``to``, where lint-imports (run
+    there) finds them before the installed ones."""
     shutil.copy2(ROOT / "pyproject.toml", to / "pyproject.toml")
-    # lint-imports finds the packages in its working directory first, the copies.
-    for package in PACKAGES:
+    for package, folder in PACKAGES.items():
         shutil.copytree(
-            SOURCES[package],
+            folder,
             to / package,
             ignore=shutil.ignore_patterns("__pycache__", "_rpc", "node_modules"),
         )
@@ -76,13 +79,23 @@ def test_the_tree_keeps_every_import_contract() -> None:
             "the Spark job reaches the app's adapters only through its clients module",
         ),
         (
-            "localdev/servicebus_emulator/__init__.py",
+            "servicebus_emulator/__init__.py",
             "import shared.config",
             "the Service Bus emulator imports neither the app nor the other local tools",
         ),
         (
+            "servicebus_emulator/__init__.py",
+            "import localdev.stack",
+            "the Service Bus emulator imports neither the app nor the other local tools",
+        ),
+        (
+            "shared/domain/orders.py",
+            "import servicebus_emulator",
+            "the app does not import the local tools",
+        ),
+        (
             "functions_local_host/__init__.py",
-            "import localdev.servicebus_emulator",
+            "import servicebus_emulator",
             "the emulator and the local host do not import each other",
         ),
         (

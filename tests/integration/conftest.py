@@ -156,7 +156,7 @@ def emulator_config() -> dict[str, Any]:
 
 @dataclass
 class ServiceBusEmulator:
-    """The session's emulator (``localdev.servicebus_emulator.testing.run_emulator``)."""
+    """The session's emulator (``servicebus_emulator.testing.run_emulator``)."""
 
     emulator: Any
     connection_string: str
@@ -182,7 +182,7 @@ class ServiceBusEmulator:
 def servicebus_emulator() -> Iterator[ServiceBusEmulator]:
     """The project's Service Bus emulator, started once for the test session with the app's
     queues and the test queue pool."""
-    from localdev.servicebus_emulator.testing import run_emulator
+    from servicebus_emulator.testing import run_emulator
 
     with run_emulator(emulator_config()) as emulator:
         pool = iter([pool_queue(n) for n in range(1, QUEUE_POOL_SIZE + 1)])

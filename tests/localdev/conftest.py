@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from localdev.servicebus_emulator.testing import run_emulator
+from servicebus_emulator.testing import run_emulator
 
 # The real app's queues, as its PURCHASE_ and IMPORT_QUEUE_NAME.
 APP_PURCHASE_QUEUE = "app-purchase-tasks"

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from localdev.servicebus_emulator.testing import run_emulator
+from servicebus_emulator.testing import run_emulator
 
 from .queues import APP_CONFIG
 

@@ -27,7 +27,7 @@ if str(REPOSITORY_ROOT) not in sys.path:
 
 from local_host_testing import FAST_HOST_JSON, SAMPLE_APP, emulator_config, sample_app  # noqa: E402
 
-from localdev.servicebus_emulator.testing import run_emulator  # noqa: E402
+from servicebus_emulator.testing import run_emulator  # noqa: E402
 
 logging.getLogger("functions_local_host").setLevel(logging.INFO)
 

@@ -613,8 +613,7 @@ def test_a_lost_broker_is_logged_once_and_a_stop_while_it_is_gone_is_quiet(
     it dies again and the host is stopped as soon as it notices, as on Ctrl-C in ``make up``
     (where the emulator gets the signal too): nothing is logged above debug."""
     from local_host_testing import SAMPLE_APP, emulator_config
-
-    from localdev.servicebus_emulator.testing import run_emulator
+    from servicebus_emulator.testing import run_emulator
 
     caplog.set_level(logging.DEBUG, logger="functions_local_host")
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from localdev.servicebus_emulator.broker import Broker
-from localdev.servicebus_emulator.codec import Described, ULong, decode_all, encode
-from localdev.servicebus_emulator.config import load
-from localdev.servicebus_emulator.entities import Entity
-from localdev.servicebus_emulator.message import parse
+from servicebus_emulator.broker import Broker
+from servicebus_emulator.codec import Described, ULong, decode_all, encode
+from servicebus_emulator.config import load
+from servicebus_emulator.entities import Entity
+from servicebus_emulator.message import parse
 
 
 def namespace() -> Any:

@@ -1,4 +1,4 @@
-"""``python -m localdev.servicebus_emulator --config FILE [--host] [--port] [--data-dir]
+"""``python -m servicebus_emulator --config FILE [--host] [--port] [--data-dir]
 [--http-port] [--idle-timeout]``."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from .config import ConfigError, NamespaceConfig, load
 from .connection import IDLE_TIMEOUT
 from .server import CONNECTION_STRING, Emulator
 
-log = logging.getLogger("localdev.servicebus_emulator")
+log = logging.getLogger("servicebus_emulator")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m localdev.servicebus_emulator",
+        prog="python -m servicebus_emulator",
         description="A Docker-free Azure Service Bus emulator for the azure-servicebus SDK.",
     )
     parser.add_argument(

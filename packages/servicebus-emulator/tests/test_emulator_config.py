@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from localdev.servicebus_emulator import config
+from servicebus_emulator import config
 
-MICROSOFT_CONFIG = Path(__file__).parents[1] / "emulator" / "microsoft-config.json"
+MICROSOFT_CONFIG = Path(__file__).with_name("microsoft-config.json")
 
 
 def official_config_with_a_topic() -> dict[str, Any]:

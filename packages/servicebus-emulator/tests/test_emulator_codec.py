@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from localdev.servicebus_emulator.codec import (
+from servicebus_emulator.codec import (
     Array,
     DecodeError,
     Described,
@@ -24,7 +24,7 @@ from localdev.servicebus_emulator.codec import (
     encode,
     skip,
 )
-from localdev.servicebus_emulator.message import Message, parse
+from servicebus_emulator.message import Message, parse
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -21,8 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from .server import CONNECTION_STRING
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -66,21 +63,15 @@ class EmulatorProcess:
 
     def start(self, timeout: float = 30) -> None:
         command = [
-            sys.executable, "-m", "localdev.servicebus_emulator", "--config", str(self.config),
+            sys.executable, "-m", "servicebus_emulator", "--config", str(self.config),
             "--host", self.host, "--port", str(self.port), "--http-port", str(self.http_port),
         ]  # fmt: skip
         if self.data_dir is not None:
             command += ["--data-dir", str(self.data_dir)]
         if self.idle_timeout is not None:
             command += ["--idle-timeout", str(self.idle_timeout)]
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        }
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env
-            )
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

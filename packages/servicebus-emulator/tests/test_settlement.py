@@ -9,7 +9,7 @@ import pytest
 from azure.servicebus import ServiceBusMessageState, ServiceBusSubQueue
 from azure.servicebus.exceptions import MessageLockLostError, MessageNotFoundError
 
-from .sdk import MAX_DELIVERY_COUNT, SHORT_LOCK_SECONDS, Bus, Queues, Tag, body_of, result
+from sdk import MAX_DELIVERY_COUNT, SHORT_LOCK_SECONDS, Bus, Queues, Tag, body_of, result
 
 pytestmark = pytest.mark.integration
 

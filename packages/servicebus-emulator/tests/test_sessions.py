@@ -17,7 +17,7 @@ from azure.servicebus.exceptions import (
     SessionLockLostError,
 )
 
-from .sdk import SHORT_LOCK_SECONDS, Bus, Queues, Tag, body_of, opened, result
+from sdk import SHORT_LOCK_SECONDS, Bus, Queues, Tag, body_of, opened, result
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import pytest
 from azure.servicebus import NEXT_AVAILABLE_SESSION
 from azure.servicebus.exceptions import ServiceBusError
 
-from .sdk import SHORT_LOCK_SECONDS, Bus, Queues, Tag, Topics, body_of, result
+from sdk import SHORT_LOCK_SECONDS, Bus, Queues, Tag, Topics, body_of, result
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from azure.servicebus import ServiceBusReceiveMode
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType
 
-from .sdk import TAG, Bus, Queues, Tag, body_of, result
+from sdk import TAG, Bus, Queues, Tag, body_of, result
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from .config import NamespaceConfig
 from .connection import IDLE_TIMEOUT, Connection
 from .store import SqliteStore, Store
 
-log = logging.getLogger("localdev.servicebus_emulator")
+log = logging.getLogger("servicebus_emulator")
 
 CONNECTION_STRING = (
     "Endpoint=sb://{host}:{port};SharedAccessKeyName=RootManageSharedAccessKey;"

@@ -1,6 +1,6 @@
 // What every JavaScript conformance test shares: the namespace from the environment (the pytest
-// test that runs `node --test` sets it), the queue names of tests/emulator/config.json, and a
-// Tag that marks a test's own messages, as tests/emulator/sdk.py does for the Python tests.
+// test that runs `node --test` sets it), the queue names of tests/config.json, and a
+// Tag that marks a test's own messages, as tests/sdk.py does for the Python tests.
 import { randomUUID } from "node:crypto";
 import { ServiceBusAdministrationClient, ServiceBusClient } from "@azure/service-bus";
 
@@ -12,7 +12,7 @@ export const queues = {
   shortLock: "conformance-short-lock", // LockDuration PT5S, MaxDeliveryCount 3
 };
 
-// Topics of tests/emulator/config.json: conformance-topic has the subscriptions all ($Default),
+// Topics of tests/config.json: conformance-topic has the subscriptions all ($Default),
 // red (color = 'red'), sql (quantity > 10 AND sys.Label LIKE 'order%', SET priority = 'high')
 // and more; conformance-topic-sessions has sessions (RequiresSession) and plain.
 export const topics = {
@@ -24,7 +24,7 @@ export const TAG = "conformance-test";
 
 function required(name) {
   const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: run these tests through pytest (tests/emulator)`);
+  if (!value) throw new Error(`${name} is not set: run these tests through pytest (test_javascript_sdk.py)`);
   return value;
 }
 

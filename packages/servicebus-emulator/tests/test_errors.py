@@ -12,7 +12,7 @@ from azure.servicebus.exceptions import (
     ServiceBusError,
 )
 
-from .sdk import Bus, Queues, Tag, body_of, result
+from sdk import Bus, Queues, Tag, body_of, result
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from azure.servicebus import ServiceBusMessageState, ServiceBusReceiveMode, ServiceBusSubQueue
 
-from .sdk import (
+from sdk import (
     DEFAULT_TTL_SECONDS,
     SHORT_DUPLICATE_WINDOW_SECONDS,
     Bus,

@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from localdev.servicebus_emulator.testing import run_emulator
-
-from .sdk import Bus, Subscription, Tag, body_of, result
+from sdk import Bus, Subscription, Tag, body_of, result
+from servicebus_emulator.testing import run_emulator
 
 pytestmark = pytest.mark.integration
 

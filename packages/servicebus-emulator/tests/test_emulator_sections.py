@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from localdev.servicebus_emulator.codec import Described, Symbol, UInt, ULong, decode_all, encode
-from localdev.servicebus_emulator.message import parse
-from localdev.servicebus_emulator.sections import (
+from servicebus_emulator.codec import Described, Symbol, UInt, ULong, decode_all, encode
+from servicebus_emulator.message import parse
+from servicebus_emulator.sections import (
     APPLICATION_PROPERTIES,
     PROPERTIES,
     list_items,

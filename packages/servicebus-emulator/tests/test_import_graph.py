@@ -1,5 +1,5 @@
 """The emulator's import graph, read from its source (no module is imported): no import cycle
-inside localdev/servicebus_emulator, and no import of the app or of the rest of localdev.
+inside src/servicebus_emulator, and no import of the app or of the repository's other packages.
 
 Every import statement counts: at module level, inside a function, and under
 ``if TYPE_CHECKING:`` (a module that names another only for its types still depends on it).
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-EMULATOR = "localdev.servicebus_emulator"
+SRC = Path(__file__).resolve().parents[1] / "src"
+EMULATOR = "servicebus_emulator"
 
-# The app and the other local tools: the emulator serves any app and imports none.
+# The app and the repository's other packages: the emulator serves any app and imports none.
 FORBIDDEN = (
     "shared",
     "function_app",
@@ -169,8 +169,8 @@ def forbidden(package: str, root: Path) -> list[Import]:
 
 
 def test_the_emulator_has_no_import_cycle() -> None:
-    edges = graph(EMULATOR, ROOT)
-    assert f"{EMULATOR}.broker" in edges, f"no emulator under {ROOT}: where did it go?"
+    edges = graph(EMULATOR, SRC)
+    assert f"{EMULATOR}.broker" in edges, f"no emulator under {SRC}: where did it go?"
 
     found = cycles(edges)
 
@@ -180,7 +180,7 @@ def test_the_emulator_has_no_import_cycle() -> None:
 
 
 def test_the_emulator_imports_nothing_from_the_app_or_the_local_host() -> None:
-    found = forbidden(EMULATOR, ROOT)
+    found = forbidden(EMULATOR, SRC)
     assert not found, "the emulator imports outside itself:\n" + "\n".join(map(str, found))
 
 
@@ -215,7 +215,7 @@ def test_the_check_names_each_import_of_a_cycle(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "statement", ["import shared.domain", "from localdev.host import x", "from .. import host"]
+    "statement", ["import shared.domain", "from functions_local_host import x", "from .. import host"]
 )
 def test_the_check_names_an_import_of_the_app_or_the_host(tmp_path: Path, statement: str) -> None:
     write_package(

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from localdev.servicebus_emulator.sql_filter import (
+from servicebus_emulator.sql_filter import (
     SYSTEM_PROPERTIES,
     WRITABLE_SYSTEM_PROPERTIES,
     RuleMessage,

@@ -2,8 +2,8 @@
 the public azure-servicebus SDK, with the sync and the async client.
 
 Targets:
-- ``emulator``: the project's emulator (localdev/servicebus_emulator), started once per test
-  session with tests/emulator/config.json.
+- ``emulator``: this package's emulator, started once per test session (per xdist worker) with
+  config.json beside this file.
 - ``real``: the namespace in SERVICEBUS_CONNECTION_STRING (a real namespace, or Microsoft's
   emulator started with the same config.json). The queues of that file must exist there with
   the same properties. Skipped when the variable is unset.
@@ -24,9 +24,8 @@ from typing import Any
 
 import pytest
 
-from localdev.servicebus_emulator.testing import run_emulator
-
-from .sdk import Bus, Queues, Topics
+from sdk import Bus, Queues, Topics
+from servicebus_emulator.testing import run_emulator
 
 CONFIG_PATH = Path(__file__).with_name("config.json")
 REAL_ENV = "SERVICEBUS_CONNECTION_STRING"

@@ -7,7 +7,7 @@ import socket
 import struct
 from typing import Any
 
-from localdev.servicebus_emulator.codec import decode_all
+from servicebus_emulator.codec import decode_all
 
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"

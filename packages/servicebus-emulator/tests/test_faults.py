@@ -17,7 +17,7 @@ import textwrap
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -32,14 +32,23 @@ from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.exceptions import SessionCannotBeLockedError
 from azure.servicebus.management import ServiceBusAdministrationClient, SqlRuleFilter
 
-from localdev.servicebus_emulator.testing import run_emulator
-from tests.polling import wait_for
-
-from . import raw_amqp
+import raw_amqp
+from servicebus_emulator.testing import run_emulator
 
 pytestmark = pytest.mark.integration
 
 LOCK_SECONDS = 3
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll until ``condition()`` is truthy and return it; fail naming ``what`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+    return value
 
 
 MAX_DELIVERY_COUNT = 2  # of the faults-max-2 queue

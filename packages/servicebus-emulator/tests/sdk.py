@@ -56,7 +56,7 @@ async def opened(handler: Any) -> AsyncIterator[Any]:
 
 @dataclass(frozen=True)
 class Queues:
-    """The queues of tests/emulator/config.json, which a real namespace must also have."""
+    """The queues of tests/config.json, which a real namespace must also have."""
 
     plain: str = "conformance-plain"
     sessions: str = "conformance-sessions"
@@ -72,7 +72,7 @@ class Queues:
 
 @dataclass(frozen=True)
 class Topic:
-    """A topic of tests/emulator/config.json (sent to with a topic sender)."""
+    """A topic of tests/config.json (sent to with a topic sender)."""
 
     name: str
 
@@ -89,7 +89,7 @@ class Subscription(NamedTuple):
 
 @dataclass(frozen=True)
 class Topics:
-    """The topics of tests/emulator/config.json and what their subscriptions select."""
+    """The topics of tests/config.json and what their subscriptions select."""
 
     # all ($Default), red (color = 'red'), fields (one correlation rule per field), both
     # (CorrelationId and Label), sql (a SQL filter and action), copies (rules with actions)

@@ -18,7 +18,7 @@ from azure.servicebus.management import (
     TrueRuleFilter,
 )
 
-from .sdk import Bus, Queues, Subscription, Tag, body_of, result
+from sdk import Bus, Queues, Subscription, Tag, body_of, result
 
 pytestmark = pytest.mark.integration
 
