@@ -109,6 +109,9 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	@# Each package's tests are top-level modules (conftest, helpers) of their folder: one run each.
+	$(VENV)/bin/mypy packages/servicebus-emulator/tests
+	$(VENV)/bin/mypy packages/functions-local-host/tests
 	$(VENV)/bin/lint-imports
 
 clean:

@@ -35,10 +35,10 @@ from typing import Any
 
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
-from functions_local_host import LocalHost
 
 from bench.proc import load_average, machine_line
 from bench.servicebus_emulator_bench import process_cpu_seconds
+from functions_local_host import LocalHost
 from servicebus_emulator.testing import EmulatorProcess, run_emulator
 
 # The worker imports the app by its file name from its folder, as a top-level module: the bench

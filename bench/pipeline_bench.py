@@ -60,11 +60,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from functions_local_host.config import load_host_json
-
 from bench.order_floor import Floor, floor_table, measure_floor
 from bench.proc import cpu_by_process
 from bench.tracing import EXPORT_DRAIN_SECONDS, MODES, Exported, Tracing, tracing
+from functions_local_host.config import load_host_json
 from localdev.api_client import AppClient
 from localdev.demo.catalogue import import_through_queue
 from localdev.stack_layout import HOST_JSON

@@ -27,7 +27,6 @@ import time
 from typing import Any
 
 from functions_local_host.config import load_host_json
-
 from localdev.stack import run_stack
 from localdev.stack_layout import HOST_JSON, REPO_ROOT
 

@@ -25,7 +25,6 @@ from typing import Any
 from functions_local_host import LocalHost
 from functions_local_host.config import load_host_json, load_settings
 from functions_local_host.host import HOST_KEY_SETTING, MASTER_KEY_SETTING
-
 from localdev.azurite import Azurite, run_azurite
 from localdev.host_instances import HostInstance, HostInstances
 from localdev.mail_sink import MailSink, run_mail_sink

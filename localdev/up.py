@@ -242,7 +242,6 @@ def _log_to(log_file: Path) -> None:
 
 def _create_storage(settings_file: Path) -> int:
     from functions_local_host.config import connection_string, load_settings
-
     from localdev.stack import create_storage
     from shared.config import STORAGE_CONNECTION
 

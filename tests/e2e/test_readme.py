@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+
 from functions_local_host.timers import Schedule
 
 from .make_up import REPO_ROOT, MakeUp, free_ports

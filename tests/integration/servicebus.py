@@ -16,8 +16,8 @@ from azure.servicebus import (
     ServiceBusReceivedMessage,
     ServiceBusSubQueue,
 )
-from functions_local_host.settlement import HeldMessage, HeldSession, SettlementServer
 
+from functions_local_host.settlement import HeldMessage, HeldSession, SettlementServer
 from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.domain.envelope import TaskMessage, body_bytes, plain_properties
 from shared.entrypoints.servicebus_actions import FunctionSessionActions, incoming_message

@@ -13,9 +13,9 @@ from azure.data.tables import TableClient
 from azure.data.tables import TableServiceClient as Tables
 from azure.servicebus import ServiceBusClient, ServiceBusSubQueue
 from azure.storage.blob import BlobServiceClient
-from functions_local_host import LocalHost
 
 import function_app
+from functions_local_host import LocalHost
 from localdev.stack import MailSink, run_mail_sink
 from shared.adapters.azure_clients import PRODUCTS_TABLE, ensure_storage
 from shared.adapters.servicebus_sender import to_service_bus_message

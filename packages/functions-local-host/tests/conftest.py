@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from functions_local_host import LocalHost
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[3]
@@ -26,7 +27,6 @@ if str(REPOSITORY_ROOT) not in sys.path:
     sys.path.append(str(REPOSITORY_ROOT))
 
 from local_host_testing import FAST_HOST_JSON, SAMPLE_APP, emulator_config, sample_app  # noqa: E402
-
 from servicebus_emulator.testing import run_emulator  # noqa: E402
 
 logging.getLogger("functions_local_host").setLevel(logging.INFO)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from functions_local_host.config import HostConfigurationError, HostOptions, resolve, timespan
 from functions_local_host.routes import RouteTemplate
 

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+
 from functions_local_host import LocalHost
 
 HTTP_FUNCTIONS = ["public", "items", "special_items", "admin_only", "boom"]

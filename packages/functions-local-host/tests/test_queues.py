@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from azure.storage.queue import QueueClient
+
 from functions_local_host import LocalHost
 from local_host_testing import wait_for
 

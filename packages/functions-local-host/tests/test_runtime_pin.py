@@ -9,6 +9,7 @@ from pathlib import Path
 
 import azure_functions_runtime
 import pytest
+
 from functions_local_host import LocalHost
 from functions_local_host.config import HostConfigurationError
 from functions_local_host.runtime_rules import installed_runtime_version, pinned_runtime_version

@@ -22,6 +22,7 @@ from azure.servicebus import (
     ServiceBusSubQueue,
 )
 from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError
+
 from functions_local_host import LocalHost
 from local_host_testing import FAST_HOST_JSON, LOCK_DURATION_SECONDS, LONG_LOCK_SECONDS, wait_for
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+
 from functions_local_host import LocalHost
 from local_host_testing import FAST_HOST_JSON, wait_for
 

@@ -21,6 +21,7 @@ from azure.servicebus import (
     ServiceBusReceivedMessage,
 )
 from azurefunctions.extensions.bindings.servicebus import serviceBusReceivedMessage, utils
+
 from functions_local_host import LocalHost
 from functions_local_host.servicebus_binding import (
     BINDING_CONTENT_TYPE,

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from azure.servicebus import ServiceBusReceivedMessage
 from azure.servicebus.exceptions import SessionLockLostError
+
 from functions_local_host.settlement import HeldSession
 
 

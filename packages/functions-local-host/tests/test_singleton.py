@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from azure.storage.blob import BlobLeaseClient, BlobServiceClient
+
 from functions_local_host.singleton import (
     HOSTS_CONTAINER,
     ListenerLock,

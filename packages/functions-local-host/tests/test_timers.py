@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+
 from functions_local_host import HostConfigurationError, LocalHost
 from functions_local_host.timers import Schedule
 from local_host_testing import wait_for

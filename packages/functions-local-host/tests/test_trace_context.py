@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
 from functions_local_host import LocalHost
 from local_host_testing import wait_for
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+
 from functions_local_host import HostConfigurationError, LocalHost
 from local_host_testing import FAST_HOST_JSON, SAMPLE_APP
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+
 from functions_local_host import LocalHost
 
 pytestmark = pytest.mark.integration

@@ -215,7 +215,8 @@ def test_the_check_names_each_import_of_a_cycle(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "statement", ["import shared.domain", "from functions_local_host import x", "from .. import host"]
+    "statement",
+    ["import shared.domain", "from functions_local_host import x", "from .. import host"],
 )
 def test_the_check_names_an_import_of_the_app_or_the_host(tmp_path: Path, statement: str) -> None:
     write_package(
