@@ -47,7 +47,12 @@ STORAGE = "Storage"
 Key = tuple[str, str, str]  # service, entity / table / container, kind
 IDLE_KINDS = frozenset({"accept session (none available)"})
 QUIET_SECONDS = 1.0  # no operation for this long: the stack has finished the part
-BENCH_SETTINGS = {"DLQ_ARCHIVE_SCHEDULE": "0 0 0 1 1 *"}  # once a year: out of the way
+BENCH_SETTINGS = {
+    "DLQ_ARCHIVE_SCHEDULE": "0 0 0 1 1 *",  # once a year: out of the way
+    # The app's Storage requests are counted by its metrics, which this process flushes: the
+    # worker runs in the host's process here, not in one of its own.
+    "LOCALDEV_WORKER_PROCESSES": "false",
+}
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,11 @@ from typing import Any
 
 from functions_local_host import LocalHost
 from functions_local_host.config import load_host_json, load_settings
-from functions_local_host.host import HOST_KEY_SETTING, MASTER_KEY_SETTING
+from functions_local_host.host import (
+    HOST_KEY_SETTING,
+    MASTER_KEY_SETTING,
+    WORKER_PROCESSES_SETTING,
+)
 from localdev.azurite import Azurite, run_azurite
 from localdev.host_instances import HostInstance, HostInstances
 from localdev.mail_sink import MailSink, run_mail_sink
@@ -135,6 +139,10 @@ def run_stack(
     for pipeline in registry({**os.environ, **values}):
         name = pipeline.queue_setting
         values.setdefault(name, os.environ.get(name, pipeline.default_queue))
+    # The app's worker runs in a process of its own, as in Azure (the host apart from the
+    # language worker); LOCALDEV_WORKER_PROCESSES=false (environment or overrides) runs it in
+    # the host's process, where a test can reach into the app.
+    values.setdefault(WORKER_PROCESSES_SETTING, os.environ.get(WORKER_PROCESSES_SETTING, "true"))
     data = DataLayout(data_dir) if data_dir is not None else None
     with ExitStack() as stack:
         if data is not None:

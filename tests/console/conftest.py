@@ -50,6 +50,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / os.environ.get("CONSOLE_SCREENSHOTS", ".artifacts/console")
 HOST_KEY = "console-test-host-key"
 SETTINGS = {
+    # The worker in the host's process: the race tests hold a replay at the app's resender in
+    # this process (tests/held_replay.py).
+    "LOCALDEV_WORKER_PROCESSES": "false",
     "DLQ_ARCHIVE_SCHEDULE": "*/2 * * * * *",
     "TASK_MAX_ATTEMPTS": "2",
     "TASK_RETRY_MIN_BACKOFF_SECONDS": "0.2",

@@ -45,6 +45,11 @@ E2E_SETTINGS = {
     "FUNCTIONS_HOST_KEY": "e2e-host-key",
     "FUNCTIONS_MASTER_KEY": "e2e-master-key",
     "REPLAY_MAX_DEQUEUE_COUNT": str(MAX_DEQUEUE_COUNT),  # as host.json below says
+    # The worker in the host's process (the stack's default is a process of its own): the
+    # race tests hold a replay at the app's resender in this process (tests/held_replay.py),
+    # and the operation counts read the app's metrics as it flushes them here. make up, make
+    # demo and tests/scaleout run the worker in its own process.
+    "LOCALDEV_WORKER_PROCESSES": "false",
 }
 
 
