@@ -465,14 +465,15 @@ def run_import(
     )
 
 
-_SENT = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) .* 0 of [\d,]+ rows sent")
+_SENT = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO .* to send in \d+ sessions")
 
 
 def first_send(spark_log: Path, started_wall: float) -> float:
-    """Seconds from the command's start to the job's first send: the time of its first
-    progress line (``0 of N rows sent``, logged as the sending starts), in local time."""
+    """Seconds from the command's start to the job's first send: the time of the line it logs
+    once the rows are read and before it sends them (``... N to send in S sessions``), in
+    local time."""
     for line in spark_log.read_text(errors="replace").splitlines():
-        if match := _SENT.match(line.split("]")[-1].strip() if "]" in line else line):
+        if match := _SENT.search(line):
             moment = datetime.datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S")
             return moment.timestamp() + int(match.group(2)) / 1000 - started_wall
     return 0.0
