@@ -92,14 +92,7 @@ def invoke_with_message(
     ``ModelBindingData``, the extension's binding data as trigger metadata. A message the host
     cannot convert fails its invocation (and is abandoned), as on the host."""
     try:
-        data = messages.TypedData(
-            model_binding_data=messages.ModelBindingData(
-                version=BINDING_VERSION,
-                source=BINDING_SOURCE,
-                content_type=BINDING_CONTENT_TYPE,
-                content=binding_content(message),
-            )
-        )
+        data = messages.TypedData(model_binding_data=_model_binding_data(message))
         metadata = typed_metadata(binding_data(message))
     except Exception as error:
         logger.exception("%s: message %s cannot be bound", spec.name, message.message_id)
@@ -120,6 +113,16 @@ def invoke_with_message(
     )
 
 
+def _model_binding_data(message: ServiceBusReceivedMessage) -> Any:
+    """One message as the extension's ``ModelBindingData`` (``binding_content``)."""
+    return messages.ModelBindingData(
+        version=BINDING_VERSION,
+        source=BINDING_SOURCE,
+        content_type=BINDING_CONTENT_TYPE,
+        content=binding_content(message),
+    )
+
+
 def invoke_with_messages(
     spec: FunctionSpec, batch: list[ServiceBusReceivedMessage], *, entity: str
 ) -> Outcome:
@@ -129,15 +132,7 @@ def invoke_with_messages(
     try:
         data = messages.TypedData(
             collection_model_binding_data=messages.CollectionModelBindingData(
-                model_binding_data=[
-                    messages.ModelBindingData(
-                        version=BINDING_VERSION,
-                        source=BINDING_SOURCE,
-                        content_type=BINDING_CONTENT_TYPE,
-                        content=binding_content(message),
-                    )
-                    for message in batch
-                ]
+                model_binding_data=[_model_binding_data(message) for message in batch]
             )
         )
         each = [binding_data(message) for message in batch]
