@@ -1,6 +1,9 @@
 """The Service Bus triggers of the pipelines' session queues: one function per declared
 pipeline (``shared.service_layer.pipelines``), each session-enabled on the queue its app setting
-names and settled by the app (autoComplete off).
+names. A one-message trigger is settled by the app (autoComplete off); a batch trigger leaves
+the completion of the messages whose task completed to the host (autoComplete on), which
+completes them all at once after the invocation, where each completion by the app is a call
+to the host.
 
 Both kinds of trigger (one message per invocation, or a batch) are registered by one decorator,
 ``on_session_queue``. The host indexes each as a function of its own (``function_name``); the
@@ -30,20 +33,26 @@ SessionBatchTrigger = Callable[
 
 bp = func.Blueprint()
 
+# A batch trigger completes, after a successful invocation, the messages the processor left
+# to it (the extension's TriggerAndCompleteMessagesInternal, all at once).
+BATCHES_COMPLETED_BY_TRIGGER = True
+
 
 def on_session_queue(
-    pipeline: Pipeline, *, arg_name: str, **options: Any
+    pipeline: Pipeline, *, arg_name: str, auto_complete: bool = False, **options: Any
 ) -> Callable[[Callable[..., None]], Any]:
     """Register the decorated function on ``bp`` as ``pipeline``'s session trigger, named
     ``<pipeline>_tasks``: on the session queue whose name is in the pipeline's app setting (a
-    setting's name, never a value), over the ``ServiceBusConnection`` connection, settled by
-    the app (autoComplete off). ``options``: the trigger's other arguments (its cardinality)."""
+    setting's name, never a value), over the ``ServiceBusConnection`` connection.
+    ``auto_complete``: the host completes what the function left unsettled once it returns
+    (``autoCompleteMessages``); else the app settles every message. ``options``: the
+    trigger's other arguments (its cardinality)."""
     trigger = bp.service_bus_queue_trigger(
         arg_name=arg_name,
         queue_name=f"%{pipeline.queue_setting}%",
         connection="ServiceBusConnection",
         is_sessions_enabled=True,
-        auto_complete_messages=False,
+        auto_complete_messages=auto_complete,
         **options,
     )
     name = bp.function_name(pipeline.function_name)
@@ -82,9 +91,15 @@ def pipeline_batch_trigger(pipeline: Pipeline) -> SessionBatchTrigger:
     session trigger (``cardinality="many"``), each invocation up to host.json's
     ``maxMessageBatchSize`` messages of one session, in order, which the processor runs as a
     batch (``handle_batch``). The extension runs one such batch at a time per instance,
-    whatever ``maxConcurrentSessions`` says (docs/processor.md, "Batches")."""
+    whatever ``maxConcurrentSessions`` says (docs/processor.md, "Batches"). The host completes
+    the messages the processor leaves to it (``completed_by_trigger``)."""
 
-    @on_session_queue(pipeline, arg_name="messages", cardinality=func.Cardinality.MANY)
+    @on_session_queue(
+        pipeline,
+        arg_name="messages",
+        auto_complete=BATCHES_COMPLETED_BY_TRIGGER,
+        cardinality=func.Cardinality.MANY,
+    )
     def session_batch(
         messages: List[servicebus.ServiceBusReceivedMessage],  # noqa: UP006 (see the import)
         message_actions: servicebus.ServiceBusMessageActions,
@@ -95,6 +110,7 @@ def pipeline_batch_trigger(pipeline: Pipeline) -> SessionBatchTrigger:
             messages,
             message_actions,
             queue=c.settings.queue_of(pipeline.name),
+            completed_by_trigger=BATCHES_COMPLETED_BY_TRIGGER,
         )
 
     return session_batch

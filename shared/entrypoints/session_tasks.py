@@ -48,9 +48,11 @@ def handle_session_batch(
     message_actions: ServiceBusMessageActions,
     *,
     queue: str,
+    completed_by_trigger: bool = False,
 ) -> list[Result]:
     """Run a batch of one session's messages of ``queue`` through ``processor``
-    (``handle_batch``), which settles each through ``message_actions`` before this returns.
+    (``handle_batch``), which settles each through ``message_actions`` before this returns,
+    except, with ``completed_by_trigger``, the completions it leaves to the trigger.
     Each message is a span in its own trace (its sender's), recorded once the batch is done:
     the batch's requests are made for several messages at once, so they are in none of them."""
     incomings = [incoming_message(message) for message in messages]
@@ -58,7 +60,8 @@ def handle_session_batch(
         [
             (incoming, FunctionSessionActions(message_actions, message))
             for incoming, message in zip(incomings, messages, strict=True)
-        ]
+        ],
+        completed_by_trigger=completed_by_trigger,
     )
     for incoming, result in zip(incomings, results, strict=True):
         with task_invocation(pipeline=processor.pipeline, queue=queue, incoming=incoming) as record:

@@ -92,7 +92,12 @@ class SessionProcessor:
         ending = self._decide(incoming, stored)
         return self._endings.carry_out(ending, incoming, actions, had_state=stored is not None)
 
-    def handle_batch(self, batch: Sequence[tuple[IncomingMessage, SessionActions]]) -> list[Result]:
+    def handle_batch(
+        self,
+        batch: Sequence[tuple[IncomingMessage, SessionActions]],
+        *,
+        completed_by_trigger: bool = False,
+    ) -> list[Result]:
         """The messages of one session's batch, in order, each decided, told and settled as
         ``handle`` would, with fewer requests: the state is read once, and the consecutive
         messages whose task completes are held (their ``BatchTask.prepare`` run, decided on
@@ -107,10 +112,17 @@ class SessionProcessor:
         message. Once a message is abandoned for a retry, every later message of the batch
         is abandoned unrun, so that none runs before it. Without ``batch_tasks`` each
         message is run and settled in turn (the state still read once). Returns one result
-        per message."""
+        per message.
+
+        ``completed_by_trigger``: the trigger completes the messages the function leaves
+        unsettled once it returns (a batch trigger with ``autoCompleteMessages``). The
+        messages to complete are then left to it, their state written, unless a message of
+        the batch ends the session: before its ending clears the state, the ones left so far
+        are completed here, so that no message can come back to an empty state."""
         cache = _StateCache()
         results: list[Result | None] = [None] * len(batch)
         held: list[_Held] = []
+        left: list[_Held] = []  # completed tasks whose completion is left to the trigger
         stopped = False
         for index, (incoming, actions) in enumerate(batch):
             cached = _CachedState(actions, cache)
@@ -122,7 +134,7 @@ class SessionProcessor:
                 held.append(held_item)
                 continue
             if held:
-                fell_back, stopped = self._flush(held, results)
+                fell_back, stopped = self._flush(held, results, left, completed_by_trigger)
                 held = []
                 if stopped:
                     results[index] = _abandon_unrun(incoming, cached)
@@ -133,10 +145,19 @@ class SessionProcessor:
                         held.append(held_item)
                         continue
             ending, had_state = held_item
-            results[index] = self._endings.carry_out(ending, incoming, cached, had_state=had_state)
+            if ending.is_last:
+                self._complete_left(left, results)
+            leave = (
+                completed_by_trigger and ending.outcome is Outcome.COMPLETED and not ending.is_last
+            )
+            results[index] = self._endings.carry_out(
+                ending, incoming, cached, had_state=had_state, settle=not leave
+            )
+            if leave:
+                left.append(_Held(index, incoming, cached, ending, "", None, had_state))
             stopped = ending.outcome is Outcome.ABANDONED
         if held:
-            self._flush(held, results)
+            self._flush(held, results, left, completed_by_trigger)
         return [result for result in results if result is not None]
 
     def _prepared(
@@ -162,9 +183,17 @@ class SessionProcessor:
             return _Held(index, incoming, actions, ending, name, item, stored is not None)
         return ending, stored is not None
 
-    def _flush(self, held: list[_Held], results: list[Result | None]) -> tuple[bool, bool]:
-        """Write, tell, write the state, complete the ``held`` messages (``handle_batch``).
-        Returns (fell back to one message at a time, a message was abandoned)."""
+    def _flush(
+        self,
+        held: list[_Held],
+        results: list[Result | None],
+        left: list[_Held],
+        completed_by_trigger: bool,
+    ) -> tuple[bool, bool]:
+        """Write, tell, write the state, complete the ``held`` messages (``handle_batch``);
+        with ``completed_by_trigger`` and none of them the session's last, add them to
+        ``left`` instead of completing them. Returns (fell back to one message at a time, a
+        message was abandoned)."""
         try:
             for name in dict.fromkeys(h.task for h in held):
                 self.batch_tasks[name].write([h.item for h in held if h.task == name])
@@ -182,32 +211,50 @@ class SessionProcessor:
                 if stopped:
                     results[h.index] = _abandon_unrun(h.incoming, h.actions)
                     continue
+                if h.ending.is_last:
+                    self._complete_left(left, results)
                 results[h.index] = result = self.handle(h.incoming, h.actions)
                 stopped = result.outcome is Outcome.ABANDONED
             return True, stopped
         self._endings.tell_many([(h.ending, h.incoming) for h in held])
         held[-1].actions.set_state(held[-1].state_bytes)
-
-        def carry_out(h: _Held) -> Result:
-            return self._endings.carry_out(
-                h.ending,
-                h.incoming,
-                h.actions,
-                had_state=h.had_state,
-                told=True,
-                state_written=True,
-            )
-
-        # Each message is completed on its own, the settlements at once (each is a round trip
-        # to the broker). A session's last message clears the state and lets the session go,
-        # so it is settled after all the others.
         last = held[-1] if held[-1].ending.is_last else None
-        at_once = held[:-1] if last else held
-        for h, result in zip(at_once, _settlements().map(carry_out, at_once), strict=True):
-            results[h.index] = result
+        if completed_by_trigger and last is None:
+            for h in held:
+                results[h.index] = self._endings.carry_out(
+                    h.ending,
+                    h.incoming,
+                    h.actions,
+                    had_state=h.had_state,
+                    told=True,
+                    state_written=True,
+                    settle=False,
+                )
+            left.extend(held)
+            return False, False
+        # A session's last message clears the state and lets the session go, so it is
+        # settled after all the others.
+        self._complete_left(left, results)
+        self._complete(held[:-1] if last else held, results)
         if last:
-            results[last.index] = carry_out(last)
+            results[last.index] = self._settled(last)
         return False, False
+
+    def _complete(self, held: Sequence[_Held], results: list[Result | None]) -> None:
+        """Complete ``held`` (whose state is written) here, each on its own, at once (each
+        is a round trip to the broker)."""
+        for h, result in zip(held, _settlements().map(self._settled, held), strict=True):
+            results[h.index] = result
+
+    def _complete_left(self, left: list[_Held], results: list[Result | None]) -> None:
+        """Complete here the messages left to the trigger so far, and forget them."""
+        self._complete(left, results)
+        left.clear()
+
+    def _settled(self, h: _Held) -> Result:
+        return self._endings.carry_out(
+            h.ending, h.incoming, h.actions, had_state=h.had_state, told=True, state_written=True
+        )
 
     # -- decisions ---------------------------------------------------------------------------
 

@@ -66,6 +66,7 @@ class SessionEndings:
         had_state: bool = True,
         told: bool = False,
         state_written: bool = False,
+        settle: bool = True,
     ) -> Result:
         """Tell, write the state, settle; after a session's last message, clear the state and
         release the session. ``had_state``: the session had a state before this message.
@@ -78,6 +79,8 @@ class SessionEndings:
 
         ``told``: ``tell_many`` was called for this message; ``state_written``: its state is
         written already (a batch's held messages, whose last state is written once).
+        ``settle`` False: a completed message that is not its session's last is left to the
+        trigger, which completes it once the function returns.
         """
         message = ending.message
         result = Result(
@@ -101,8 +104,10 @@ class SessionEndings:
             return result
         if ending.outcome is Outcome.DEAD_LETTERED:
             actions.dead_letter(ending.reason or "", ending.description or "")
-        else:
+        elif settle:
             actions.complete()
+        elif ending.is_last:
+            raise ValueError("a session's last message is completed by the processor")
         if ending.is_last:
             _after_the_last(actions, incoming)
         return result

@@ -115,13 +115,18 @@ def test_each_declared_pipeline_has_a_session_trigger_on_its_queue_setting() -> 
         assert trigger["type"] == "serviceBusTrigger"
         assert trigger["queueName"] == f"%{pipeline.queue_setting}%"
         assert trigger["connection"] == "ServiceBusConnection"
-        assert (trigger["isSessionsEnabled"], trigger["autoCompleteMessages"]) == (True, False)
+        # A batch trigger leaves the completions of its good rows to the host.
+        auto_complete = pipeline.batch is not None
+        assert (trigger["isSessionsEnabled"], trigger["autoCompleteMessages"]) == (
+            True,
+            auto_complete,
+        )
 
 
-def test_the_service_bus_triggers_take_sessions_and_leave_settlement_to_the_app() -> None:
-    for name, queue_setting, argument, cardinality in (
-        ("purchase_tasks", "%PURCHASE_QUEUE_NAME%", "message", "one"),
-        ("product_import_tasks", "%IMPORT_QUEUE_NAME%", "messages", "many"),  # batches
+def test_the_triggers_take_sessions_and_the_batch_one_leaves_completions_to_the_host() -> None:
+    for name, queue_setting, argument, cardinality, auto_complete in (
+        ("purchase_tasks", "%PURCHASE_QUEUE_NAME%", "message", "one", False),
+        ("product_import_tasks", "%IMPORT_QUEUE_NAME%", "messages", "many", True),  # batches
     ):
         trigger = _trigger(name)
         assert trigger["type"] == "serviceBusTrigger"
@@ -130,7 +135,7 @@ def test_the_service_bus_triggers_take_sessions_and_leave_settlement_to_the_app(
         assert trigger["queueName"] == queue_setting  # a setting's name, never a value
         assert trigger["connection"] == "ServiceBusConnection"
         assert trigger["isSessionsEnabled"] is True
-        assert trigger["autoCompleteMessages"] is False
+        assert trigger["autoCompleteMessages"] is auto_complete
 
 
 def test_message_actions_is_not_a_binding_but_an_annotated_parameter() -> None:

@@ -184,6 +184,27 @@ def test_an_import_row_is_completed(
     assert settlement.calls[-1] == ("release_session", "import-1")
 
 
+def test_import_rows_before_the_last_are_left_for_the_host_to_complete_after_their_state(
+    twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    rows = [
+        TaskMessage(
+            "job-1",
+            PRODUCT_IMPORT,
+            "ImportProduct",
+            step,
+            False,
+            {"sku": f"SKU-{step}", "name": "Mug", "price": "4.50", "currency": "EUR"},
+        ).to_json()
+        for step in (1, 2)
+    ]
+    deliver_batch(product_import_tasks, message_actions, *rows, session_id="import-1")
+
+    # The trigger has autoCompleteMessages: the host completes them once the function returns.
+    assert settlement.settlements() == []
+    assert json.loads(settlement.states["import-1"])["next_step"] == 3  # both rows recorded
+
+
 def test_a_dead_lettered_last_message_releases_its_session(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:

@@ -257,3 +257,40 @@ def test_a_row_to_retry_is_abandoned_after_its_backoff_and_the_later_rows_unrun(
 
     assert [r.outcome for r in again] == [Outcome.COMPLETED] * 3
     assert imp.catalog.writes[-1] == ["SKU-2", "SKU-3", "SKU-4"]
+
+
+def test_rows_left_to_the_trigger_are_not_completed_but_their_state_is_written() -> None:
+    imp = Import()
+
+    results = imp.processor.handle_batch(
+        [(m, imp.actions) for m in (row(1), row(2), row(3))], completed_by_trigger=True
+    )
+
+    assert [r.outcome for r in results] == [Outcome.COMPLETED] * 3
+    assert imp.actions.events == ["set_state"]  # the host completes them after the invocation
+    assert json.loads(imp.actions.state or b"{}")["next_step"] == 4
+    assert imp.progress.counts(JOB) == {"imported": 3}
+
+
+def test_rows_left_to_the_trigger_are_completed_before_the_last_row_clears_the_state() -> None:
+    imp = Import()
+    imp.processor.handle_batch([(row(1), imp.actions)], completed_by_trigger=True)
+
+    imp.processor.handle_batch(
+        [(m, imp.actions) for m in (row(2), row(3, last=4, price="-1"), row(4, last=4))],
+        completed_by_trigger=True,
+    )
+
+    # Row 2 is left to the trigger, then completed here after all, before row 4 ends the
+    # session: a crash after the clear could otherwise bring it back to an empty state.
+    assert imp.actions.events[1:] == [
+        "set_state",  # row 2, left
+        "set_state",  # row 3, bad
+        "dead_letter",
+        "set_state",  # row 4, the last
+        "complete",  # row 2
+        "complete",  # row 4
+        "set_state",  # cleared
+        "release_session",
+    ]
+    assert imp.actions.state is None

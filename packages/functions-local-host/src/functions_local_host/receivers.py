@@ -11,14 +11,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import datetime
-from collections.abc import Coroutine
-from typing import Any, Protocol, TypeVar
+from collections.abc import Coroutine, Sequence
+from typing import Any, Literal, Protocol, TypeVar
 
 from azure.servicebus import ServiceBusReceivedMessage
 from azure.servicebus.aio import ServiceBusReceiver
 from azure.servicebus.exceptions import ServiceBusError
 
 T = TypeVar("T")
+Settlement = Literal["complete_message", "abandon_message"]
 
 
 class BlockingSession(Protocol):
@@ -120,6 +121,23 @@ class LoopReceiver:
 
     def renew_message_lock(self, message: ServiceBusReceivedMessage) -> datetime.datetime:
         return self.run(self._receiver.renew_message_lock(message))
+
+    def settle_all(
+        self, operation: Settlement, messages: Sequence[ServiceBusReceivedMessage]
+    ) -> list[ServiceBusError | None]:
+        """Complete (or abandon) each message, all at once on the loop: each message's SDK
+        error, or None once it is settled. Raises ``ServiceBusError`` when the receiver is
+        closed."""
+
+        async def all_at_once() -> list[Any]:
+            settle = getattr(self._receiver, operation)
+            return await asyncio.gather(*(settle(m) for m in messages), return_exceptions=True)
+
+        outcomes = self.run(all_at_once())
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, ServiceBusError):
+                raise outcome
+        return [outcome if isinstance(outcome, ServiceBusError) else None for outcome in outcomes]
 
 
 class LoopSession:

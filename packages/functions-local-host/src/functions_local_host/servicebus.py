@@ -45,7 +45,7 @@ from azure.servicebus.exceptions import (
 
 from .config import ServiceBusOptions
 from .functions import FunctionSpec
-from .receivers import BlockingReceiver, LoopReceiver
+from .receivers import BlockingReceiver, LoopReceiver, Settlement
 from .servicebus_binding import invoke_with_message, invoke_with_messages, is_batch
 from .settlement import HeldMessage, HeldSession, SettlementServer
 
@@ -208,13 +208,18 @@ class ServiceBusListener:
     async def _hold(self, receiver: ServiceBusReceiver) -> None:
         """Drain an accepted session, then let it go: the close runs in the background."""
         assert self._loop is not None
-        session = HeldSession(str(receiver.session.session_id), LoopReceiver(receiver, self._loop))
+        blocking = LoopReceiver(receiver, self._loop)
+        session = HeldSession(str(receiver.session.session_id), blocking)
         self._settlement.registry.hold_session(session)
         renewal = _Renewal(self._options.max_auto_lock_renewal_duration)
         renewing = asyncio.create_task(
             renewal.keep(receiver.session.renew_lock, receiver.session.locked_until_utc)
         )
-        drain = self._drain_session_batches if self.batch else self._drain_session
+        drain = (
+            functools.partial(self._drain_session_batches, blocking=blocking)
+            if self.batch
+            else self._drain_session
+        )
         try:
             await drain(receiver, session, renewal)
         except (ServiceBusConnectionError, ServiceBusCommunicationError) as error:
@@ -254,7 +259,12 @@ class ServiceBusListener:
             idle_until = time.monotonic() + self._options.session_idle_timeout
 
     async def _drain_session_batches(
-        self, receiver: ServiceBusReceiver, session: HeldSession, renewal: _Renewal
+        self,
+        receiver: ServiceBusReceiver,
+        session: HeldSession,
+        renewal: _Renewal,
+        *,
+        blocking: LoopReceiver,
     ) -> None:
         """Batches of one session (cardinality many), as the extension's batch loop takes
         them: up to maxMessageBatchSize messages per invocation; with minMessageBatchSize
@@ -277,13 +287,13 @@ class ServiceBusListener:
                 last_message = time.monotonic()
                 renewal.extend()
             while (batch := batches.ready()) is not None:
-                await self._invoke_batch(batch, session.receiver, session)
+                await self._invoke_batch(batch, blocking, session)
                 if session.release_requested:
                     if rest := batches.rest():
-                        await self._invoke_batch(rest, session.receiver, session)
+                        await self._invoke_batch(rest, blocking, session)
                     return
         if rest := batches.rest():
-            await self._invoke_batch(rest, session.receiver, session)
+            await self._invoke_batch(rest, blocking, session)
 
     # -- plain queues -----------------------------------------------------------------------
 
@@ -422,7 +432,7 @@ class ServiceBusListener:
     async def _invoke_batch(
         self,
         batch: list[ServiceBusReceivedMessage],
-        receiver: BlockingReceiver,
+        receiver: LoopReceiver,
         session: HeldSession | None,
     ) -> None:
         assert self._loop is not None
@@ -471,12 +481,12 @@ class ServiceBusListener:
     def _process_batch(
         self,
         batch: list[ServiceBusReceivedMessage],
-        receiver: BlockingReceiver,
+        receiver: LoopReceiver,
         session: HeldSession | None,
     ) -> None:
-        """Run a batch trigger, then settle each message the function left unsettled: all
-        completed after a success (autoCompleteMessages), all abandoned after a failure
-        (TriggerAndCompleteMessagesInternal)."""
+        """Run a batch trigger, then settle each message the function left unsettled, all at
+        once: completed after a success (autoCompleteMessages), abandoned after a failure
+        (TriggerAndCompleteMessagesInternal, which awaits them together with Task.WhenAll)."""
         # Each message has a lock of its own: the function may settle a batch's messages at
         # once, each a round trip to the broker.
         held = [
@@ -490,23 +500,28 @@ class ServiceBusListener:
             outcome = invoke_with_messages(self.spec, batch, entity=self.queue_name)
             if outcome.succeeded and not self.auto_complete:
                 return
-            for each in held:
-                with each.lock:
-                    if each.settled:
-                        continue
-                    operation = (
-                        receiver.complete_message if outcome.succeeded else receiver.abandon_message
-                    )
-                    try:
-                        operation(each.message)
+            with contextlib.ExitStack() as locks:
+                for each in held:
+                    locks.enter_context(each.lock)
+                unsettled = [each for each in held if not each.settled]
+                operation: Settlement = (
+                    "complete_message" if outcome.succeeded else "abandon_message"
+                )
+                errors: list[ServiceBusError | None]
+                try:
+                    errors = receiver.settle_all(operation, [each.message for each in unsettled])
+                except ServiceBusError as closed:
+                    errors = [closed] * len(unsettled)
+                for each, failure in zip(unsettled, errors, strict=True):
+                    if failure is None:
                         each.settled = True
-                    except ServiceBusError as error:
-                        logger.warning(
-                            "%s: settling message %s of a batch failed: %s",
-                            self.spec.name,
-                            each.message.message_id,
-                            error,
-                        )
+                        continue
+                    logger.warning(
+                        "%s: settling message %s of a batch failed: %s",
+                        self.spec.name,
+                        each.message.message_id,
+                        failure,
+                    )
         finally:
             for each in held:
                 registry.drop_message(each)
