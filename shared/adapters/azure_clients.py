@@ -31,6 +31,7 @@ from .table_audit import AUDIT_TABLE
 from .table_confirmations import CONFIRMATIONS_TABLE
 from .table_import_manifests import IMPORT_JOBS_TABLE
 from .table_session_outcomes import SESSION_OUTCOMES_TABLE
+from .table_transactions import TableTransactions
 
 PRODUCTS_TABLE = "products"
 ORDER_NUMBERS_TABLE = "ordernumbers"
@@ -90,6 +91,30 @@ def azurite_connection_string(
 
 def table_service(settings: StorageConnectionSettings) -> TableServiceClient:
     return _storage_client(TableServiceClient, "table", settings.table_service_uri, settings)
+
+
+def table_transactions(settings: StorageConnectionSettings) -> TableTransactions | None:
+    """What sends the app's entity-group transactions of upserts (``table_transactions``),
+    on the account ``table_service`` reaches, authorized as it is: with the connection
+    string's account key, or with the app's identity. None for a connection string without an
+    account key (a SAS): the SDK sends them then."""
+    counter = StorageRequestCounter("table")
+    connection_string = _storage_connection_string(settings)
+    if connection_string:
+        parts = dict(part.split("=", 1) for part in connection_string.split(";") if "=" in part)
+        if not parts.get("AccountKey"):
+            return None
+        endpoint = TableServiceClient.from_connection_string(connection_string).url
+        transactions = TableTransactions.with_shared_key(
+            endpoint, parts["AccountName"], parts["AccountKey"], on_request=counter
+        )
+    else:
+        endpoint = _service_uri(settings, "table", settings.table_service_uri)
+        transactions = TableTransactions.with_credential(
+            endpoint, _credential(settings.client_id), on_request=counter
+        )
+    counter.base_path = urlsplit(transactions.endpoint).path.rstrip("/")
+    return transactions
 
 
 def blob_service(settings: StorageConnectionSettings) -> BlobServiceClient:

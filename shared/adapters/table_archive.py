@@ -20,6 +20,7 @@ from .azure_errors import TABLE_STORAGE, translated
 from .table_batches import upsert_in_transactions
 from .table_failed_sessions import TableFailedSessions
 from .table_keys import table_key, value_of_table_key
+from .table_transactions import TableTransactions
 
 INLINE_BODY_MAX = 60 * 1024  # a binary property holds 64 KiB; bigger bodies go to Blob
 
@@ -27,10 +28,17 @@ INLINE_BODY_MAX = 60 * 1024  # a binary property holds 64 KiB; bigger bodies go 
 class TableDeadLetterArchive(TableFailedSessions):
     """Implements DeadLetterArchive and FailureJournal."""
 
-    def __init__(self, rows: TableClient, sessions: TableClient, bodies: ContainerClient) -> None:
+    def __init__(
+        self,
+        rows: TableClient,
+        sessions: TableClient,
+        bodies: ContainerClient,
+        transactions: TableTransactions | None = None,
+    ) -> None:
         super().__init__(sessions)
         self._rows = rows
         self._bodies = bodies
+        self._transactions = transactions
 
     # -- rows ----------------------------------------------------------------------------------
 
@@ -40,7 +48,7 @@ class TableDeadLetterArchive(TableFailedSessions):
         if len(partitions) > 1:
             raise ValueError("save() takes the rows of one session: a transaction is one partition")
         entities = [self.entity_of(row) for row in rows]
-        return upsert_in_transactions(self._rows, entities)
+        return upsert_in_transactions(self._rows, entities, transactions=self._transactions)
 
     @translated(TABLE_STORAGE)
     def list_session(self, session_id: str, *, bodies: bool = True) -> list[ArchivedMessage]:
@@ -65,7 +73,9 @@ class TableDeadLetterArchive(TableFailedSessions):
                 }
             )
         for entities in by_partition.values():
-            upsert_in_transactions(self._rows, entities, mode=UpdateMode.MERGE)
+            upsert_in_transactions(
+                self._rows, entities, mode=UpdateMode.MERGE, transactions=self._transactions
+            )
 
     # -- helpers -------------------------------------------------------------------------------
 

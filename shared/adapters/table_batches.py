@@ -10,6 +10,7 @@ from typing import Any
 from azure.data.tables import TableClient, UpdateMode
 
 from ..domain.errors import InvalidInput
+from .table_transactions import TableTransactions
 
 TRANSACTION_MAX_OPERATIONS = 100  # Table Storage's limit (and Azurite breaks above it)
 TRANSACTION_MAX_BYTES = 3 * 1024 * 1024  # under the 4 MiB request limit, with room for JSON
@@ -21,14 +22,19 @@ def upsert_in_transactions(
     entities: Sequence[dict[str, Any]],
     *,
     mode: UpdateMode = UpdateMode.REPLACE,
+    transactions: TableTransactions | None = None,
 ) -> int:
     """Upsert entities of one partition in as few transactions as the limits allow; return
-    how many it took."""
-    transactions = 0
+    how many it took. Sent by ``transactions`` when given (``table_transactions``), else by
+    the SDK."""
+    count = 0
     for chunk in _chunks(entities):
-        table.submit_transaction([("upsert", entity, {"mode": mode}) for entity in chunk])
-        transactions += 1
-    return transactions
+        if transactions is not None:
+            transactions.upsert(table.table_name, chunk, mode)
+        else:
+            table.submit_transaction([("upsert", entity, {"mode": mode}) for entity in chunk])
+        count += 1
+    return count
 
 
 def _chunks(entities: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:

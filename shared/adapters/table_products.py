@@ -16,6 +16,7 @@ from ..domain.products import Product
 from .azure_errors import TABLE_STORAGE, translated
 from .table_batches import upsert_in_transactions
 from .table_keys import table_key
+from .table_transactions import TableTransactions
 
 PARTITIONS = 8
 _LEGACY_ROW = "product"
@@ -37,10 +38,13 @@ class TableProductCatalog:
     exact.
 
     Products written under the earlier layout (PartitionKey = the SKU, RowKey ``product``)
-    are still found, and ``move_legacy_products`` moves them (docs/deploy.md)."""
+    are still found, and ``move_legacy_products`` moves them (docs/deploy.md).
 
-    def __init__(self, table: TableClient) -> None:
+    ``transactions``: what sends the transactions (``table_transactions``), the SDK without."""
+
+    def __init__(self, table: TableClient, transactions: TableTransactions | None = None) -> None:
         self._table = table
+        self._transactions = transactions
 
     @translated(TABLE_STORAGE)
     def find(self, skus: Sequence[str]) -> dict[str, Product]:
@@ -67,7 +71,7 @@ class TableProductCatalog:
         for product in {product.sku: product for product in products}.values():
             by_partition[partition_of(product.sku)].append(_entity(product))
         for entities in by_partition.values():
-            upsert_in_transactions(self._table, entities)
+            upsert_in_transactions(self._table, entities, transactions=self._transactions)
 
     @translated(TABLE_STORAGE)
     def move_legacy_products(self) -> int:

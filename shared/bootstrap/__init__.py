@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from azure.storage.queue import QueueServiceClient
 
     from ..adapters.servicebus_sender import SenderPool
+    from ..adapters.table_transactions import TableTransactions
     from ..service_layer.operator_ports import AuditTrail, Confirmations, DeadLetterCounter
     from ..service_layer.ports import (
         Archive,
@@ -172,7 +173,9 @@ class Container:
         )
     )
     # Adapters, each built by ``shared.bootstrap.parts`` from the clients below.
-    catalog: Part[ProductCatalog] = Part(lambda c: adapters.catalog(c._table_service))
+    catalog: Part[ProductCatalog] = Part(
+        lambda c: adapters.catalog(c._table_service, c._table_transactions)
+    )
     order_numbers: Part[OrderNumbers] = Part(
         lambda c: adapters.order_numbers(c._table_service, c.settings)
     )
@@ -191,7 +194,9 @@ class Container:
     import_manifests: Part[ImportManifests] = Part(
         lambda c: adapters.import_manifests(c._table_service)
     )
-    archive: Part[Archive] = Part(lambda c: adapters.archive(c._table_service, c._blob_service))
+    archive: Part[Archive] = Part(
+        lambda c: adapters.archive(c._table_service, c._blob_service, c._table_transactions)
+    )
     dead_letter_source: Part[DeadLetterSource] = Part(
         lambda c: adapters.dead_letter_source(c._service_bus, c.settings)
     )
@@ -219,6 +224,9 @@ class Container:
     _senders: Part[SenderPool] = Part(lambda c: adapters.sender_pool(c._service_bus))
     _table_service: Part[TableServiceClient] = Part(
         lambda c: adapters.table_service(c.settings.storage)
+    )
+    _table_transactions: Part[TableTransactions | None] = Part(
+        lambda c: adapters.table_transactions(c.settings.storage)
     )
     _blob_service: Part[BlobServiceClient] = Part(
         lambda c: adapters.blob_service(c.settings.storage)

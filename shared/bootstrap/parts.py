@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ..adapters.table_products import TableProductCatalog
     from ..adapters.table_replay_requests import TableReplayRequests
     from ..adapters.table_session_outcomes import TableSessionOutcomes
+    from ..adapters.table_transactions import TableTransactions
     from ..config import ServiceBusConnectionSettings, Settings, StorageConnectionSettings
 
 
@@ -51,6 +52,12 @@ def table_service(settings: StorageConnectionSettings) -> TableServiceClient:
     from ..adapters import azure_clients
 
     return azure_clients.table_service(settings)
+
+
+def table_transactions(settings: StorageConnectionSettings) -> TableTransactions | None:
+    from ..adapters import azure_clients
+
+    return azure_clients.table_transactions(settings)
 
 
 def blob_service(settings: StorageConnectionSettings) -> BlobServiceClient:
@@ -74,11 +81,13 @@ def sender_pool(client: ServiceBusClient) -> SenderPool:
 # -- the purchase tasks' adapters ----------------------------------------------------------------
 
 
-def catalog(tables: TableServiceClient) -> TableProductCatalog:
+def catalog(
+    tables: TableServiceClient, transactions: TableTransactions | None
+) -> TableProductCatalog:
     from ..adapters.azure_clients import PRODUCTS_TABLE
     from ..adapters.table_products import TableProductCatalog
 
-    return TableProductCatalog(tables.get_table_client(PRODUCTS_TABLE))
+    return TableProductCatalog(tables.get_table_client(PRODUCTS_TABLE), transactions)
 
 
 def order_numbers(
@@ -175,7 +184,9 @@ def import_manifests(tables: TableServiceClient) -> TableManifestStore:
 # -- dead letters, archive, replay ---------------------------------------------------------------
 
 
-def archive(tables: TableServiceClient, blobs: BlobServiceClient) -> TableDeadLetterArchive:
+def archive(
+    tables: TableServiceClient, blobs: BlobServiceClient, transactions: TableTransactions | None
+) -> TableDeadLetterArchive:
     from ..adapters.azure_clients import (
         DEAD_LETTER_BODIES_CONTAINER,
         DEAD_LETTERS_TABLE,
@@ -187,6 +198,7 @@ def archive(tables: TableServiceClient, blobs: BlobServiceClient) -> TableDeadLe
         tables.get_table_client(DEAD_LETTERS_TABLE),
         tables.get_table_client(FAILED_SESSIONS_TABLE),
         blobs.get_container_client(DEAD_LETTER_BODIES_CONTAINER),
+        transactions,
     )
 
 
