@@ -13,7 +13,7 @@ POST to its receipt e-mail (p50, p95; under this burst it includes the wait for 
 slot), the CPU seconds per order of each process (``/proc/<pid>/stat``: host + app, emulator,
 Azurite), the CPU ceiling (cores / CPU per order: the orders/s this machine could reach if
 CPU were the only limit) and the fraction of it achieved. It does so with host.json as
-shipped (16 session slots) and with ``maxConcurrentSessions`` 1 (the only change), each on a
+shipped (12 session slots) and with ``maxConcurrentSessions`` 1 (the only change), each on a
 fresh stack.
 
 Instances (``--instances 1,2``): the orders of each run with that many instances of the app on

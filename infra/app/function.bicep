@@ -45,8 +45,8 @@ var appSettings = [
   // Keep every trace (unset, azure-monitor-opentelemetry 1.8 samples 5 traces/s: _default_sampling_ratio); docs/telemetry.md, Sampling.
   { name: 'OTEL_TRACES_SAMPLER', value: 'microsoft.fixed_percentage' }
   { name: 'OTEL_TRACES_SAMPLER_ARG', value: '1.0' }
-  // Threads for the synchronous functions: 2 session triggers x maxConcurrentSessions (16) + 4 for HTTP, timer, replay queue (unset: min(32, CPUs + 4)); docs/deploy.md.
-  { name: 'PYTHON_THREADPOOL_THREAD_COUNT', value: '36' }
+  // Threads for the synchronous functions: 2 session triggers x maxConcurrentSessions (12) + 4 for HTTP, timer, replay queue (unset: min(32, CPUs + 4)); docs/deploy.md.
+  { name: 'PYTHON_THREADPOOL_THREAD_COUNT', value: '28' }
   // What the app reads (shared/config.py and the trigger decorators).
   { name: 'REPLAY_QUEUE_NAME', value: replayQueueName }
   { name: 'DLQ_ARCHIVE_SCHEDULE', value: dlqArchiveSchedule }
