@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from azure.core.credentials import TokenCredential
 from azure.core.exceptions import ResourceExistsError
+from azure.core.utils import parse_connection_string
 from azure.data.tables import TableServiceClient
 from azure.servicebus import ServiceBusClient
 from azure.storage.blob import BlobServiceClient
@@ -101,12 +102,12 @@ def table_transactions(settings: StorageConnectionSettings) -> TableTransactions
     counter = StorageRequestCounter("table")
     connection_string = _storage_connection_string(settings)
     if connection_string:
-        parts = dict(part.split("=", 1) for part in connection_string.split(";") if "=" in part)
-        if not parts.get("AccountKey"):
+        parts = parse_connection_string(connection_string)  # keys lowercased
+        if not parts.get("accountkey"):
             return None
         endpoint = TableServiceClient.from_connection_string(connection_string).url
         transactions = TableTransactions.with_shared_key(
-            endpoint, parts["AccountName"], parts["AccountKey"], on_request=counter
+            endpoint, parts["accountname"], parts["accountkey"], on_request=counter
         )
     else:
         endpoint = _service_uri(settings, "table", settings.table_service_uri)

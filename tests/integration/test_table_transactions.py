@@ -173,3 +173,18 @@ def test_a_connection_string_without_an_account_key_leaves_transactions_to_the_s
     )
 
     assert azure_clients.table_transactions(sas) is None
+
+
+def test_a_connection_string_is_read_whatever_the_case_of_its_keys(
+    azurite_connection_string: str, table: TableClient
+) -> None:
+    lowered = ";".join(
+        f"{key.lower()}={value}"
+        for key, value in (part.split("=", 1) for part in azurite_connection_string.split(";"))
+    )
+    sender = azure_clients.table_transactions(StorageConnectionSettings(connection_string=lowered))
+    assert sender is not None
+
+    sender.upsert(table.table_name, ENTITIES[1:], UpdateMode.REPLACE)
+
+    assert [e["RowKey"] for e in stored(table)] == ["row 2"]
