@@ -78,16 +78,23 @@ def snapshot(stack: LocalStack, otlp: OtlpReceiver) -> Counter[Key]:
 
 
 def quiet(stack: LocalStack, otlp: OtlpReceiver, timeout: float = 60) -> Counter[Key]:
-    """The counts once nothing but idle work has changed them for ``QUIET_SECONDS``."""
+    """The counts once nothing but idle work has changed them for ``QUIET_SECONDS`` and no
+    dead letter waits in a queue: the archive timer's next run would archive it (Storage
+    requests in the middle of the next part), and its receive waits for more first, longer
+    than ``QUIET_SECONDS``, with nothing counted."""
     deadline = time.monotonic() + timeout
     last = work(snapshot(stack, otlp))
     while time.monotonic() < deadline:
         time.sleep(QUIET_SECONDS)
         now = snapshot(stack, otlp)
-        if work(now) == last:
+        if work(now) == last and not dead_letters_waiting(stack):
             return now
         last = work(now)
     raise TimeoutError(f"the stack did not settle within {timeout}s")
+
+
+def dead_letters_waiting(stack: LocalStack) -> int:
+    return sum(int(c.get("dead_lettered", 0)) for c in stack.emulator.counts().values())
 
 
 def work(counts: Counter[Key]) -> Counter[Key]:
