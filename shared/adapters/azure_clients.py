@@ -94,28 +94,26 @@ def table_service(settings: StorageConnectionSettings) -> TableServiceClient:
     return _storage_client(TableServiceClient, "table", settings.table_service_uri, settings)
 
 
-def table_transactions(settings: StorageConnectionSettings) -> TableTransactions | None:
+def table_transactions(
+    settings: StorageConnectionSettings, tables: TableServiceClient
+) -> TableTransactions | None:
     """What sends the app's entity-group transactions of upserts (``table_transactions``),
-    on the account ``table_service`` reaches, authorized as it is: with the connection
-    string's account key, or with the app's identity. None for a connection string without an
-    account key (a SAS): the SDK sends them then."""
+    on the account ``tables`` (``table_service``) reaches, authorized as it is: with the
+    connection string's account key, or with the app's identity. None for a connection string
+    without an account key (a SAS): the SDK sends them then."""
     counter = StorageRequestCounter("table")
+    counter.base_path = urlsplit(tables.url).path.rstrip("/")
     connection_string = _storage_connection_string(settings)
-    if connection_string:
-        parts = parse_connection_string(connection_string)  # keys lowercased
-        if not parts.get("accountkey"):
-            return None
-        endpoint = TableServiceClient.from_connection_string(connection_string).url
-        transactions = TableTransactions.with_shared_key(
-            endpoint, parts["accountname"], parts["accountkey"], on_request=counter
+    if not connection_string:
+        return TableTransactions.with_credential(
+            tables.url, _credential(settings.client_id), on_request=counter
         )
-    else:
-        endpoint = _service_uri(settings, "table", settings.table_service_uri)
-        transactions = TableTransactions.with_credential(
-            endpoint, _credential(settings.client_id), on_request=counter
-        )
-    counter.base_path = urlsplit(transactions.endpoint).path.rstrip("/")
-    return transactions
+    parts = parse_connection_string(connection_string)  # keys lowercased
+    if not parts.get("accountkey"):
+        return None
+    return TableTransactions.with_shared_key(
+        tables.url, parts["accountname"], parts["accountkey"], on_request=counter
+    )
 
 
 def blob_service(settings: StorageConnectionSettings) -> BlobServiceClient:

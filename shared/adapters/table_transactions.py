@@ -43,7 +43,6 @@ from azure.core.pipeline import PipelineRequest
 from azure.core.pipeline.policies import (
     BearerTokenCredentialPolicy,
     CustomHookPolicy,
-    HeadersPolicy,
     RequestIdPolicy,
     RetryPolicy,
     SansIOHTTPPolicy,
@@ -100,7 +99,6 @@ class TableTransactions:
     ) -> None:
         self.endpoint = endpoint.rstrip("/")
         policies: list[Any] = [
-            HeadersPolicy(),
             UserAgentPolicy(sdk_moniker="pipeline-table-transactions"),
             RequestIdPolicy(),
             RetryPolicy(),
@@ -171,7 +169,7 @@ def _operation(changeset: str, method: str, table_url: str, entity: Mapping[str,
     """One operation of the changeset: its part's headers, its request line and headers,
     the entity as JSON."""
     keys = f"(PartitionKey='{_key(entity['PartitionKey'])}',RowKey='{_key(entity['RowKey'])}')"
-    payload = json.dumps(entity_json(entity)).encode()
+    payload = json.dumps(_entity_json(entity)).encode()
     return (
         (
             f"--{changeset}\r\n"
@@ -194,7 +192,7 @@ def _key(value: Any) -> str:
     return quote(str(value).replace("'", "''"), safe="")
 
 
-def entity_json(entity: Mapping[str, Any]) -> dict[str, Any]:
+def _entity_json(entity: Mapping[str, Any]) -> dict[str, Any]:
     """The entity as Table Storage's JSON, typed as azure-data-tables types it: strings,
     doubles, dates, binaries and GUIDs annotated with ``@odata.type``, 32-bit integers and
     booleans as they are; ``None`` values left out."""

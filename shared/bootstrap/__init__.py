@@ -226,7 +226,7 @@ class Container:
         lambda c: adapters.table_service(c.settings.storage)
     )
     _table_transactions: Part[TableTransactions | None] = Part(
-        lambda c: adapters.table_transactions(c.settings.storage)
+        lambda c: adapters.table_transactions(c.settings.storage, c._table_service)
     )
     _blob_service: Part[BlobServiceClient] = Part(
         lambda c: adapters.blob_service(c.settings.storage)

@@ -54,10 +54,12 @@ def table_service(settings: StorageConnectionSettings) -> TableServiceClient:
     return azure_clients.table_service(settings)
 
 
-def table_transactions(settings: StorageConnectionSettings) -> TableTransactions | None:
+def table_transactions(
+    settings: StorageConnectionSettings, tables: TableServiceClient
+) -> TableTransactions | None:
     from ..adapters import azure_clients
 
-    return azure_clients.table_transactions(settings)
+    return azure_clients.table_transactions(settings, tables)
 
 
 def blob_service(settings: StorageConnectionSettings) -> BlobServiceClient:

@@ -1,8 +1,8 @@
 """The app's own entity-group transactions of upserts (``TableTransactions``) on a real
 Azurite: what they write is what the SDK's ``submit_transaction`` writes for the same entities,
 in both modes; one request each, counted as the SDK's are; a failed operation fails the whole
-transaction with the service's status; the product catalog and the archive write through it
-as they do through the SDK."""
+transaction with the service's status; the product catalog writes through it as it does
+through the SDK."""
 
 from __future__ import annotations
 
@@ -46,8 +46,10 @@ ENTITIES: list[dict[str, Any]] = [
 
 
 @pytest.fixture
-def transactions(storage_settings: StorageConnectionSettings) -> TableTransactions:
-    sender = azure_clients.table_transactions(storage_settings)
+def transactions(
+    storage_settings: StorageConnectionSettings, table_service_client: TableServiceClient
+) -> TableTransactions:
+    sender = azure_clients.table_transactions(storage_settings, table_service_client)
     assert sender is not None  # Azurite's connection string has an account key
     return sender
 
@@ -82,7 +84,7 @@ def test_an_upsert_writes_what_the_sdk_writes_for_the_same_entities(
 
 
 def test_a_transaction_is_one_request_counted_as_the_sdks_are(
-    storage_settings: StorageConnectionSettings, table: TableClient
+    transactions: TableTransactions, table: TableClient
 ) -> None:
     seen: list[tuple[str, str]] = []
     counter = StorageRequestCounter("table")
@@ -90,10 +92,8 @@ def test_a_transaction_is_one_request_counted_as_the_sdks_are(
     def count(request: Any) -> None:
         seen.append(counter.describe(request.http_request))
 
-    endpoint = TableServiceClient.from_connection_string(
-        str(storage_settings.connection_string)
-    ).url
-    counter.base_path = "/" + endpoint.rstrip("/").rsplit("/", 1)[-1]
+    endpoint = transactions.endpoint
+    counter.base_path = "/" + endpoint.rsplit("/", 1)[-1]
     account, key = "devstoreaccount1", azure_clients.AZURITE_ACCOUNT_KEY
     sender = TableTransactions.with_shared_key(endpoint, account, key, on_request=count)
 
@@ -129,12 +129,11 @@ def test_a_transaction_on_a_missing_table_is_a_404(transactions: TableTransactio
 
 
 def test_a_wrong_account_key_is_refused(
-    storage_settings: StorageConnectionSettings, table: TableClient
+    transactions: TableTransactions, table: TableClient
 ) -> None:
-    endpoint = TableServiceClient.from_connection_string(
-        str(storage_settings.connection_string)
-    ).url
-    wrong = TableTransactions.with_shared_key(endpoint, "devstoreaccount1", "d3Jvbmcga2V5")
+    wrong = TableTransactions.with_shared_key(
+        transactions.endpoint, "devstoreaccount1", "d3Jvbmcga2V5"
+    )
 
     with pytest.raises(HttpResponseError) as raised:
         wrong.upsert(table.table_name, ENTITIES[1:], UpdateMode.REPLACE)
@@ -143,13 +142,11 @@ def test_a_wrong_account_key_is_refused(
 
 
 def test_the_catalog_writes_a_batch_through_it_one_transaction_per_partition(
-    table: TableClient, storage_settings: StorageConnectionSettings
+    table: TableClient, transactions: TableTransactions
 ) -> None:
     sent: list[str] = []
-    sender = azure_clients.table_transactions(storage_settings)
-    assert sender is not None
     counted = TableTransactions.with_shared_key(
-        sender.endpoint,
+        transactions.endpoint,
         "devstoreaccount1",
         azure_clients.AZURITE_ACCOUNT_KEY,
         on_request=lambda request: sent.append(request.http_request.url),
@@ -172,7 +169,8 @@ def test_a_connection_string_without_an_account_key_leaves_transactions_to_the_s
         "SharedAccessSignature=sv=2019-02-02&sig=abc"
     )
 
-    assert azure_clients.table_transactions(sas) is None
+    tables = azure_clients.table_service(sas)
+    assert azure_clients.table_transactions(sas, tables) is None
 
 
 def test_a_connection_string_is_read_whatever_the_case_of_its_keys(
@@ -182,7 +180,8 @@ def test_a_connection_string_is_read_whatever_the_case_of_its_keys(
         f"{key.lower()}={value}"
         for key, value in (part.split("=", 1) for part in azurite_connection_string.split(";"))
     )
-    sender = azure_clients.table_transactions(StorageConnectionSettings(connection_string=lowered))
+    settings = StorageConnectionSettings(connection_string=lowered)
+    sender = azure_clients.table_transactions(settings, azure_clients.table_service(settings))
     assert sender is not None
 
     sender.upsert(table.table_name, ENTITIES[1:], UpdateMode.REPLACE)
