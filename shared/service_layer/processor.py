@@ -171,17 +171,20 @@ class SessionProcessor:
         """The decision about one message of a batch, on the state after the ``held`` ones:
         held itself when its task completes (its item prepared), else the ending and
         whether the session had a state."""
-        stored = held[-1].state_bytes if held else cache.read(actions)
         items: list[tuple[str, Any]] = []
         tasks = self.tasks | {
             name: _preparing(name, batch_task, items)
             for name, batch_task in self.batch_tasks.items()
         }
-        ending = self._decide(incoming, stored, tasks)
+        if held:  # the state the held messages leave, as it will be written
+            had_state, ending = True, self._decide(incoming, None, tasks, held[-1].ending.state)
+        else:
+            stored = cache.read(actions)
+            had_state, ending = stored is not None, self._decide(incoming, stored, tasks)
         if items and ending.outcome is Outcome.COMPLETED and ending.state is not None:
             name, item = items[0]
-            return _Held(index, incoming, actions, ending, name, item, stored is not None)
-        return ending, stored is not None
+            return _Held(index, incoming, actions, ending, name, item, had_state)
+        return ending, had_state
 
     def _flush(
         self,
@@ -263,9 +266,12 @@ class SessionProcessor:
         incoming: IncomingMessage,
         stored: bytes | None,
         tasks: Mapping[str, Task] | None = None,
+        decoded: SessionState | None = None,
     ) -> Ending:
+        """The ending of one message on the session's ``stored`` state, or on the state
+        ``decoded`` already (a batch's held messages leave it, not yet written)."""
         try:
-            state = decode_session_state(stored)
+            state = decoded if decoded is not None else decode_session_state(stored)
         except CorruptSessionState as error:
             return self._corrupt_state(incoming, error)
         try:
