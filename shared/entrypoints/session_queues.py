@@ -1,6 +1,6 @@
 """The Service Bus triggers of the pipelines' session queues: one function per declared
-pipeline (``shared.service_layer.pipelines``), each session-enabled on the queue its app setting
-names. A one-message trigger is settled by the app (autoComplete off); a batch trigger leaves
+pipeline (``shared.service_layer.pipelines``; as many as its ``batch_triggers`` for a batch
+pipeline), each session-enabled on the queue its app setting names. A one-message trigger is settled by the app (autoComplete off); a batch trigger leaves
 the completion of the messages whose task completed to the host (autoComplete on), which
 completes them all at once after the invocation, where each completion by the app is a call
 to the host.
@@ -39,11 +39,17 @@ BATCHES_COMPLETED_BY_TRIGGER = True
 
 
 def on_session_queue(
-    pipeline: Pipeline, *, arg_name: str, auto_complete: bool = False, **options: Any
+    pipeline: Pipeline,
+    *,
+    arg_name: str,
+    function_name: str | None = None,
+    auto_complete: bool = False,
+    **options: Any,
 ) -> Callable[[Callable[..., None]], Any]:
-    """Register the decorated function on ``bp`` as ``pipeline``'s session trigger, named
-    ``<pipeline>_tasks``: on the session queue whose name is in the pipeline's app setting (a
-    setting's name, never a value), over the ``ServiceBusConnection`` connection.
+    """Register the decorated function on ``bp`` as a session trigger of ``pipeline``, named
+    ``function_name`` (``<pipeline>_tasks`` by default): on the session queue whose name is in
+    the pipeline's app setting (a setting's name, never a value), over the
+    ``ServiceBusConnection`` connection.
     ``auto_complete``: the host completes what the function left unsettled once it returns
     (``autoCompleteMessages``); else the app settles every message. ``options``: the
     trigger's other arguments (its cardinality)."""
@@ -55,7 +61,7 @@ def on_session_queue(
         auto_complete_messages=auto_complete,
         **options,
     )
-    name = bp.function_name(pipeline.function_name)
+    name = bp.function_name(function_name or pipeline.function_name)
 
     def register(function: Callable[..., None]) -> Any:
         return name(trigger(function))
@@ -86,17 +92,19 @@ def pipeline_trigger(pipeline: Pipeline) -> SessionTrigger:
     return session_task
 
 
-def pipeline_batch_trigger(pipeline: Pipeline) -> SessionBatchTrigger:
+def pipeline_batch_trigger(pipeline: Pipeline, function_name: str) -> SessionBatchTrigger:
     """As ``pipeline_trigger``, for a pipeline that declares ``batch``: the extension's batch
     session trigger (``cardinality="many"``), each invocation up to host.json's
     ``maxMessageBatchSize`` messages of one session, in order, which the processor runs as a
-    batch (``handle_batch``). The extension runs one such batch at a time per instance,
-    whatever ``maxConcurrentSessions`` says (docs/processor.md, "Batches"). The host completes
-    the messages the processor leaves to it (``completed_by_trigger``)."""
+    batch (``handle_batch``). The extension runs one such batch at a time per trigger and
+    instance, whatever ``maxConcurrentSessions`` says (docs/processor.md, "Batches"): the
+    pipeline's ``batch_triggers`` register as many, named ``function_name``. The host
+    completes the messages the processor leaves to it (``completed_by_trigger``)."""
 
     @on_session_queue(
         pipeline,
         arg_name="messages",
+        function_name=function_name,
         auto_complete=BATCHES_COMPLETED_BY_TRIGGER,
         cardinality=func.Cardinality.MANY,
     )
@@ -116,11 +124,14 @@ def pipeline_batch_trigger(pipeline: Pipeline) -> SessionBatchTrigger:
     return session_batch
 
 
-# The trigger of each declared pipeline, by the pipeline's name: one message per invocation,
-# or a batch of them for a pipeline that declares ``batch``.
+# The triggers of each declared pipeline, by the pipeline's name: one trigger taking one
+# message per invocation, or, for a pipeline that declares ``batch``, its ``batch_triggers``
+# taking batches.
 TRIGGERS: dict[str, SessionTrigger] = {
     p.name: pipeline_trigger(p) for p in registry() if p.batch is None
 }
-BATCH_TRIGGERS: dict[str, SessionBatchTrigger] = {
-    p.name: pipeline_batch_trigger(p) for p in registry() if p.batch is not None
+BATCH_TRIGGERS: dict[str, tuple[SessionBatchTrigger, ...]] = {
+    p.name: tuple(pipeline_batch_trigger(p, name) for name in p.function_names)
+    for p in registry()
+    if p.batch is not None
 }

@@ -90,7 +90,7 @@ def test_the_app_has_every_blueprint_registered() -> None:
         *CONSOLE_ROUTES,
         "purchase_tasks",
         "product_import_tasks",
-        *(p.function_name for p in registry()),
+        *(name for p in registry() for name in p.function_names),
         "archive_dead_letters",
         "replay_requests",
     }
@@ -111,16 +111,30 @@ def test_each_declared_route_is_served_so_a_replays_status_url_answers() -> None
 
 def test_each_declared_pipeline_has_a_session_trigger_on_its_queue_setting() -> None:
     for pipeline in registry():
-        trigger = _trigger(pipeline.function_name)
-        assert trigger["type"] == "serviceBusTrigger"
-        assert trigger["queueName"] == f"%{pipeline.queue_setting}%"
-        assert trigger["connection"] == "ServiceBusConnection"
-        # A batch trigger leaves the completions of its good rows to the host.
-        auto_complete = pipeline.batch is not None
-        assert (trigger["isSessionsEnabled"], trigger["autoCompleteMessages"]) == (
-            True,
-            auto_complete,
-        )
+        for name in pipeline.function_names:
+            trigger = _trigger(name)
+            assert trigger["type"] == "serviceBusTrigger"
+            assert trigger["queueName"] == f"%{pipeline.queue_setting}%"
+            assert trigger["connection"] == "ServiceBusConnection"
+            # A batch trigger leaves the completions of its good rows to the host.
+            auto_complete = pipeline.batch is not None
+            assert (trigger["isSessionsEnabled"], trigger["autoCompleteMessages"]) == (
+                True,
+                auto_complete,
+            )
+            assert trigger.get("cardinality", "one").lower() == (
+                "one" if pipeline.batch is None else "many"
+            )
+
+
+def test_the_import_holds_several_sessions_at_once_with_a_trigger_for_each() -> None:
+    # The extension's batch loop holds one session at a time per trigger and instance.
+    [import_pipeline] = [p for p in registry() if p.name == "product_import"]
+    assert import_pipeline.batch_triggers > 1
+    assert import_pipeline.function_names == (
+        "product_import_tasks",
+        *(f"product_import_tasks_{n}" for n in range(2, import_pipeline.batch_triggers + 1)),
+    )
 
 
 def test_the_triggers_take_sessions_and_the_batch_one_leaves_completions_to_the_host() -> None:

@@ -33,7 +33,7 @@ from shared.entrypoints.session_queues import (
 from .conftest import RecordingSettlement, Twins, received_message
 
 purchase_tasks = TRIGGERS[PURCHASE]
-product_import_tasks = BATCH_TRIGGERS[PRODUCT_IMPORT]
+product_import_tasks = BATCH_TRIGGERS[PRODUCT_IMPORT][0]
 
 SESSION = "job-1"
 

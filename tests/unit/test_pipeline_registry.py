@@ -107,6 +107,7 @@ def test_declarations_that_collide_are_refused_naming_what_collides() -> None:
         ({"queue_setting": "PURCHASE_QUEUE"}, "queue_setting 'PURCHASE_QUEUE'"),
         ({"queue_setting": "REPLAY_QUEUE_NAME"}, "queue_setting 'REPLAY_QUEUE_NAME'"),
         ({"tasks": ()}, "declares no task"),
+        ({"batch_triggers": 2}, "batch_triggers 2 must be at least 1, and 1 without batch"),
     ],
 )
 def test_a_declaration_the_generic_parts_could_not_read_is_refused(
@@ -115,6 +116,13 @@ def test_a_declaration_the_generic_parts_could_not_read_is_refused(
     purchase, *_ = registry({})
     with pytest.raises(ValueError, match=re.escape(named)):
         replace(purchase, **changes)  # type: ignore[arg-type]
+
+
+def test_a_batch_pipeline_needs_at_least_one_trigger() -> None:
+    _, imports, *_ = registry({})
+    with pytest.raises(ValueError, match="batch_triggers 0 must be at least 1"):
+        replace(imports, batch_triggers=0)
+    assert replace(imports, batch_triggers=1).function_names == ("product_import_tasks",)
 
 
 def test_a_module_that_declares_no_pipeline_is_named() -> None:

@@ -55,7 +55,10 @@ class Pipeline:
     ``batch``: the trigger takes a session's messages in batches (``cardinality="many"``, up
     to host.json's ``maxMessageBatchSize``), each message still run, settled and told one by
     one; the tasks it returns (``BatchTask``, by task name) write the consecutive good messages
-    of a batch together. Without it, one message per invocation.
+    of a batch together. Without it, one message per invocation. ``batch_triggers``: how many
+    batch triggers the pipeline registers on its queue (``<name>_tasks``, ``<name>_tasks_2``,
+    ...): the extension runs each batch trigger's receive loop one session at a time, so an
+    instance holds up to this many of the pipeline's sessions at once.
     """
 
     name: str
@@ -67,6 +70,7 @@ class Pipeline:
     build_tasks: Callable[[Container], Mapping[str, Task]]
     observer: Callable[[Container], Observer] | None = None
     batch: Callable[[Container], Mapping[str, BatchTask]] | None = None
+    batch_triggers: int = 1
     route: str | None = None
     own_routes: bool = False  # an entrypoint module of its own serves ``route``
     # Where the pipeline is listed among the others (the archive's runs, the overview's
@@ -83,11 +87,23 @@ class Pipeline:
             )
         if not self.tasks:
             raise ValueError(f"pipeline {self.name!r} declares no task")
+        if self.batch_triggers < 1 or (self.batch is None and self.batch_triggers != 1):
+            raise ValueError(
+                f"pipeline {self.name!r}: batch_triggers {self.batch_triggers} must be at least "
+                "1, and 1 without batch (a one-message trigger takes maxConcurrentSessions)"
+            )
 
     @property
     def function_name(self) -> str:
-        """The session trigger's function name."""
+        """The session trigger's function name (the first one's, with ``batch_triggers``)."""
         return f"{self.name}_tasks"
+
+    @property
+    def function_names(self) -> tuple[str, ...]:
+        """The session triggers' function names, one per batch trigger."""
+        return (self.function_name,) + tuple(
+            f"{self.function_name}_{n}" for n in range(2, self.batch_triggers + 1)
+        )
 
     @property
     def stops_on_failure(self) -> bool:

@@ -21,6 +21,7 @@ PIPELINE = Pipeline(
     build_tasks=lambda c: import_tasks(c.catalog),
     observer=lambda c: import_progress_observer(c.import_progress),
     batch=lambda c: import_batch_tasks(c.catalog),
+    batch_triggers=4,
     route="imports",
     own_routes=True,
     listed=20,
