@@ -1,9 +1,9 @@
 """The Service Bus triggers of the pipelines' session queues: one function per declared
 pipeline (``shared.service_layer.pipelines``; as many as its ``batch_triggers`` for a batch
-pipeline), each session-enabled on the queue its app setting names. A one-message trigger is settled by the app (autoComplete off); a batch trigger leaves
-the completion of the messages whose task completed to the host (autoComplete on), which
-completes them all at once after the invocation, where each completion by the app is a call
-to the host.
+pipeline), each session-enabled on the queue its app setting names. A one-message trigger is
+settled by the app (autoComplete off); a batch trigger leaves the completion of the messages
+whose task completed to the host (autoComplete on), which completes them all at once after
+the invocation, where each completion by the app is a call to the host.
 
 Both kinds of trigger (one message per invocation, or a batch) are registered by one decorator,
 ``on_session_queue``. The host indexes each as a function of its own (``function_name``); the

@@ -101,9 +101,8 @@ class Pipeline:
     @property
     def function_names(self) -> tuple[str, ...]:
         """The session triggers' function names, one per batch trigger."""
-        return (self.function_name,) + tuple(
-            f"{self.function_name}_{n}" for n in range(2, self.batch_triggers + 1)
-        )
+        more = (f"{self.function_name}_{n}" for n in range(2, self.batch_triggers + 1))
+        return (self.function_name, *more)
 
     @property
     def stops_on_failure(self) -> bool:
