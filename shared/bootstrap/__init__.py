@@ -14,7 +14,7 @@ their container with ``use_container``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from ..config import Settings
@@ -144,10 +144,8 @@ class Container:
             max_backoff=c.settings.task_retry_max_backoff_seconds,
         )
     )
-    # One processor per declared pipeline, by the pipeline's name.
-    processors: Part[dict[str, SessionProcessor]] = Part(
-        lambda c: {p.name: _processor(c, p) for p in registry()}
-    )
+    # One processor per declared pipeline, by the pipeline's name, each built on its first use.
+    processors: Part[Mapping[str, SessionProcessor]] = Part(lambda c: _Processors(c))
     idempotent_requests: Part[IdempotentRequests] = Part(
         lambda c: IdempotentRequests(c.idempotency_records)
     )
@@ -234,6 +232,28 @@ class Container:
     _queue_service: Part[QueueServiceClient] = Part(
         lambda c: adapters.queue_service(c.settings.storage)
     )
+
+
+class _Processors(Mapping[str, SessionProcessor]):
+    """The declared pipelines' processors, each built (its tasks and their clients) when it is
+    first asked for: an instance that only imports never loads the purchase's PDF renderer,
+    and an import's first batch does not wait for it."""
+
+    def __init__(self, c: Container) -> None:
+        self._container = c
+        self._pipelines = {p.name: p for p in registry()}
+
+    def __getitem__(self, name: str) -> SessionProcessor:
+        pipeline = self._pipelines[name]
+        return self._container.part(
+            f"processor {name}", lambda: _processor(self._container, pipeline)
+        )
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._pipelines)
+
+    def __len__(self) -> int:
+        return len(self._pipelines)
 
 
 def _processor(c: Container, pipeline: Pipeline) -> SessionProcessor:

@@ -128,3 +128,16 @@ def test_a_batch_pipeline_needs_at_least_one_trigger() -> None:
 def test_a_module_that_declares_no_pipeline_is_named() -> None:
     with pytest.raises(ValueError, match=r"tests\.builders declares no PIPELINE"):
         registry({PIPELINE_MODULES_SETTING: "tests.builders"})
+
+
+def test_a_pipelines_processor_is_built_when_first_asked_for_and_no_other() -> None:
+    # An instance that only imports never loads the purchase's PDF renderer.
+    container = Container(Settings.from_env(APP_SETTINGS))
+    assert set(container.processors) == {p.name for p in registry({})}
+    imports = container.processor("product_import")
+    assert imports is container.processor("product_import")
+    assert not container.built("receipt_renderer")
+    assert container.processor("purchase").pipeline == "purchase"
+    assert container.built("receipt_renderer")
+    with pytest.raises(KeyError):
+        container.processor("nobody")
