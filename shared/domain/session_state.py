@@ -72,10 +72,14 @@ class SessionState:
         return replace(self, attempts=Attempts(task, step, attempt))
 
     def after_success(self, task: str, step: int, outputs: dict[str, Any]) -> SessionState:
+        """The step ran. ``completed`` names each task once, in the order they first
+        completed, so the state of a session of many rows of one task (an import) stays the
+        size of a few names: Service Bus caps a session's state at its message size limit
+        (256 KB on Standard); ``processed`` counts the rows."""
         return replace(
             self,
             next_step=max(self.next_step, step + 1),
-            completed=(*self.completed, task),
+            completed=self.completed if task in self.completed else (*self.completed, task),
             context={**self.context, **outputs},
             processed=self.processed + 1,
             attempts=None,

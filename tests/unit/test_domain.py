@@ -123,6 +123,21 @@ def test_session_state_round_trips() -> None:
     assert decode_session_state(b"") is None
 
 
+def test_a_session_of_many_rows_keeps_a_state_the_size_of_its_task_names() -> None:
+    # Service Bus caps a session's state at its message size (256 KB on Standard).
+    state = SessionState()
+    for step in range(1, 20_001):
+        state = state.after_success("ImportProduct", step, {})
+    assert (state.completed, state.processed, state.next_step) == (
+        ("ImportProduct",),
+        20_000,
+        20_001,
+    )
+    assert len(state.to_bytes()) < 1_000
+    purchase = SessionState().after_success("A", 1, {}).after_success("B", 2, {})
+    assert purchase.completed == ("A", "B")
+
+
 def test_mark_failed_keeps_the_first_failure() -> None:
     state = SessionState().mark_failed(Failure("A", 1, "R1", "d", AT))
     state = state.mark_failed(Failure("B", 2, "R2", "d", AT))
