@@ -176,11 +176,9 @@ class SessionProcessor:
             name: _preparing(name, batch_task, items)
             for name, batch_task in self.batch_tasks.items()
         }
-        if held:  # the state the held messages leave, as it will be written
-            had_state, ending = True, self._decide(incoming, None, tasks, held[-1].ending.state)
-        else:
-            stored = cache.read(actions)
-            had_state, ending = stored is not None, self._decide(incoming, stored, tasks)
+        # After held messages, the state they leave, as it will be written.
+        stored = held[-1].ending.state if held else cache.read(actions)
+        had_state, ending = stored is not None, self._decide(incoming, stored, tasks)
         if items and ending.outcome is Outcome.COMPLETED and ending.state is not None:
             name, item = items[0]
             return _Held(index, incoming, actions, ending, name, item, had_state)
@@ -264,14 +262,13 @@ class SessionProcessor:
     def _decide(
         self,
         incoming: IncomingMessage,
-        stored: bytes | None,
+        stored: bytes | SessionState | None,
         tasks: Mapping[str, Task] | None = None,
-        decoded: SessionState | None = None,
     ) -> Ending:
-        """The ending of one message on the session's ``stored`` state, or on the state
-        ``decoded`` already (a batch's held messages leave it, not yet written)."""
+        """The ending of one message on the session's ``stored`` state: as Service Bus holds
+        it, or decoded already (the state a batch's held messages leave, not yet written)."""
         try:
-            state = decoded if decoded is not None else decode_session_state(stored)
+            state = stored if isinstance(stored, SessionState) else decode_session_state(stored)
         except CorruptSessionState as error:
             return self._corrupt_state(incoming, error)
         try:
