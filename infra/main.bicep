@@ -109,7 +109,7 @@ module storage 'app/storage.bicep' = {
     location: location
     tags: tags
     containers: [deploymentContainerName, 'receipts', 'deadletter-bodies']
-    tables: ['products', 'ordernumbers', 'simulatedpayments', 'deadletters', 'failedsessions', 'replayrequests', 'importprogress', 'importjobs', 'idempotencykeys', 'orderprogress', 'operatoraudit', 'confirmations', 'sessionoutcomes']
+    tables: ['products', 'ordernumbers', 'simulatedpayments', 'deadletters', 'failedsessions', 'replayrequests', 'importprogress', 'importjobs', 'idempotencykeys', 'orderprogress', 'operatoraudit', 'confirmations', 'sessionoutcomes', 'pipelinepauses']
     queues: [replayQueueName, '${replayQueueName}-poison']
     skuName: storageSku
   }

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from .domain.errors import PipelineError
+from .domain.retries import DEFAULT_CIRCUIT_THRESHOLD, DEFAULT_HOLD_SECONDS, RetryPolicy
 from .service_layer.pipelines import registry
 
 SERVICE_BUS_CONNECTION = "ServiceBusConnection"
@@ -74,9 +75,14 @@ class Settings:
     receipt_email_from: str
     payment_decline_tokens: frozenset[str]
     payment_outage_tokens: frozenset[str]
-    task_max_attempts: int
-    task_retry_min_backoff_seconds: float
-    task_retry_max_backoff_seconds: float
+    # Overrides of every pipeline's declared retry window and backoffs (None: as declared).
+    task_retry_window_seconds: float | None
+    task_retry_min_backoff_seconds: float | None
+    task_retry_max_backoff_seconds: float | None
+    # How long one invocation may hold its session while it waits (below functionTimeout).
+    task_hold_seconds: float
+    # Transient failures in a row (from two sessions or more) that open a pipeline's circuit.
+    circuit_threshold: int
     replay_queue_name: str
     archive_max_messages: int
     archive_max_seconds: float
@@ -91,6 +97,19 @@ class Settings:
     def queue_of(self, pipeline: str) -> str:
         """The session queue of a declared pipeline."""
         return self.queues[pipeline]
+
+    def retry(self, declared: RetryPolicy) -> RetryPolicy:
+        """A pipeline's declared retry policy with the settings' overrides."""
+        window, low, high = (
+            self.task_retry_window_seconds,
+            self.task_retry_min_backoff_seconds,
+            self.task_retry_max_backoff_seconds,
+        )
+        return RetryPolicy(
+            window=declared.window if window is None else window,
+            min_backoff=declared.min_backoff if low is None else low,
+            max_backoff=declared.max_backoff if high is None else high,
+        )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -110,9 +129,11 @@ class Settings:
             receipt_email_from=env.optional("RECEIPT_EMAIL_FROM") or "receipts@shop.example",
             payment_decline_tokens=env.token_set("PAYMENT_SIMULATOR_DECLINE_TOKENS"),
             payment_outage_tokens=env.token_set("PAYMENT_SIMULATOR_OUTAGE_TOKENS"),
-            task_max_attempts=env.integer("TASK_MAX_ATTEMPTS", 5),
-            task_retry_min_backoff_seconds=env.number("TASK_RETRY_MIN_BACKOFF_SECONDS", 1.0),
-            task_retry_max_backoff_seconds=env.number("TASK_RETRY_MAX_BACKOFF_SECONDS", 30.0),
+            task_retry_window_seconds=env.seconds("TASK_RETRY_WINDOW_SECONDS"),
+            task_retry_min_backoff_seconds=env.seconds("TASK_RETRY_MIN_BACKOFF_SECONDS"),
+            task_retry_max_backoff_seconds=env.seconds("TASK_RETRY_MAX_BACKOFF_SECONDS"),
+            task_hold_seconds=env.seconds("TASK_HOLD_SECONDS") or DEFAULT_HOLD_SECONDS,
+            circuit_threshold=_circuit_threshold(env),
             replay_queue_name=env.required("REPLAY_QUEUE_NAME"),
             archive_max_messages=env.integer("DLQ_ARCHIVE_MAX_MESSAGES", 2000),
             archive_max_seconds=env.number("DLQ_ARCHIVE_MAX_SECONDS", 240.0),
@@ -182,6 +203,13 @@ def _block_size(env: _Reader) -> int:
     return size
 
 
+def _circuit_threshold(env: _Reader) -> int:
+    threshold = env.integer("PIPELINE_CIRCUIT_THRESHOLD", DEFAULT_CIRCUIT_THRESHOLD)
+    if threshold < 1:
+        raise ConfigurationError(f"PIPELINE_CIRCUIT_THRESHOLD must be at least 1, got {threshold}")
+    return threshold
+
+
 class _Reader:
     def __init__(self, environ: Mapping[str, str]) -> None:
         self._environ = environ
@@ -213,6 +241,15 @@ class _Reader:
             return float(value)
         except ValueError as error:
             raise ConfigurationError(f"{name} must be a number, got {value!r}") from error
+
+    def seconds(self, name: str) -> float | None:
+        """A duration in seconds, zero or more; None when not set."""
+        if self.optional(name) is None:
+            return None
+        value = self.number(name, 0.0)
+        if not 0 <= value < float("inf"):
+            raise ConfigurationError(f"{name} must be a number of seconds, 0 or more")
+        return value
 
     def decimal(self, name: str, default: str) -> Decimal:
         value = self.optional(name) or default

@@ -6,9 +6,10 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from shared.domain import archive as domain
@@ -18,6 +19,7 @@ from shared.domain.envelope import TaskMessage
 from shared.domain.idempotency import IdempotencyRecord
 from shared.domain.import_jobs import JobManifest, ManifestNotFound
 from shared.domain.order_status import OrderRecord, StepOutcome
+from shared.domain.pauses import ManualPause
 from shared.domain.payments import Charge, PaymentDeclined, PaymentProviderUnavailable
 from shared.domain.products import Product
 from shared.domain.receipts import Receipt
@@ -25,6 +27,34 @@ from shared.domain.replays import BulkAction, ReplayRequest, ReplayRequestNotFou
 from shared.domain.session_outcomes import SessionOutcome
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.ports import DeadLetter, Email, OutgoingMessage, Page, RowOutcome
+
+
+class FakeTime:
+    """A clock that moves only when slept on (or ``advance``d): ``sleep`` moves ``now`` and
+    ``monotonic`` together and records what it slept."""
+
+    def __init__(self, start: datetime) -> None:
+        self.at = start
+        self.elapsed = 0.0
+        self.sleeps: list[float] = []
+        # Each called after every sleep: a test's world changing while the processor waits.
+        self.after_sleep: list[Callable[[FakeTime], object]] = []
+
+    def now(self) -> datetime:
+        return self.at
+
+    def monotonic(self) -> float:
+        return self.elapsed
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.advance(seconds)
+        for hook in self.after_sleep:
+            hook(self)
+
+    def advance(self, seconds: float) -> None:
+        self.at += timedelta(seconds=seconds)
+        self.elapsed += seconds
 
 
 @dataclass
@@ -58,6 +88,14 @@ class InMemorySessionActions:
 
     def release_session(self) -> None:
         self.events.append("release_session")
+
+    def renew_lock(self) -> datetime | None:
+        self.events.append("renew_lock")
+        return None  # the host did not say until when
+
+    @property
+    def renewals(self) -> int:
+        return self.events.count("renew_lock")
 
     @property
     def released(self) -> bool:
@@ -519,6 +557,25 @@ class InMemoryConfirmations:
                 raise ConfirmationRefused("This confirmation is unknown or was used already.")
             self.redeemed.add(token)
             return self.issued[token]
+
+
+class InMemoryPipelinePauses:
+    """PipelinePauses in a dict; ``reads`` counts the gets (a gate reads at most once per
+    its time to live)."""
+
+    def __init__(self) -> None:
+        self.pauses: dict[str, ManualPause] = {}
+        self.reads = 0
+
+    def find(self, pipeline: str) -> ManualPause | None:
+        self.reads += 1
+        return self.pauses.get(pipeline)
+
+    def pause(self, pipeline: str, pause: ManualPause) -> ManualPause:
+        return self.pauses.setdefault(pipeline, pause)
+
+    def resume(self, pipeline: str) -> ManualPause | None:
+        return self.pauses.pop(pipeline, None)
 
 
 class InMemoryDeadLetterCounter:

@@ -64,10 +64,13 @@ var appSettings = [
   { name: 'RECEIPT_EMAIL_FROM', value: receiptEmailFrom }
   { name: 'PAYMENT_SIMULATOR_DECLINE_TOKENS', value: '' }
   { name: 'PAYMENT_SIMULATOR_OUTAGE_TOKENS', value: '' }
-  { name: 'TASK_MAX_ATTEMPTS', value: '5' }
   { name: 'ORDER_NUMBER_BLOCK_SIZE', value: '0' }
-  { name: 'TASK_RETRY_MIN_BACKOFF_SECONDS', value: '1' }
-  { name: 'TASK_RETRY_MAX_BACKOFF_SECONDS', value: '30' }
+  // Empty: each pipeline's declared retry window and backoffs (docs/processor.md).
+  { name: 'TASK_RETRY_WINDOW_SECONDS', value: '' }
+  { name: 'TASK_RETRY_MIN_BACKOFF_SECONDS', value: '' }
+  { name: 'TASK_RETRY_MAX_BACKOFF_SECONDS', value: '' }
+  { name: 'TASK_HOLD_SECONDS', value: '300' }
+  { name: 'PIPELINE_CIRCUIT_THRESHOLD', value: '5' }
 ]
 
 resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {

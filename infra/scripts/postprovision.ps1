@@ -29,10 +29,12 @@ $settings = [ordered]@{
         RECEIPT_EMAIL_FROM                            = 'receipts@shop.example'
         PAYMENT_SIMULATOR_DECLINE_TOKENS              = 'tok_declined'
         PAYMENT_SIMULATOR_OUTAGE_TOKENS               = ''
-        TASK_MAX_ATTEMPTS                             = '5'
         ORDER_NUMBER_BLOCK_SIZE                       = '0'
-        TASK_RETRY_MIN_BACKOFF_SECONDS                = '1'
-        TASK_RETRY_MAX_BACKOFF_SECONDS                = '30'
+        TASK_RETRY_WINDOW_SECONDS                     = ''
+        TASK_RETRY_MIN_BACKOFF_SECONDS                = ''
+        TASK_RETRY_MAX_BACKOFF_SECONDS                = ''
+        TASK_HOLD_SECONDS                             = '300'
+        PIPELINE_CIRCUIT_THRESHOLD                    = '5'
     }
 }
 $settings | ConvertTo-Json -Depth 3 | Set-Content -Path local.settings.json -Encoding utf8

@@ -31,6 +31,7 @@ from .storage_requests import StorageRequestCounter
 from .table_audit import AUDIT_TABLE
 from .table_confirmations import CONFIRMATIONS_TABLE
 from .table_import_manifests import IMPORT_JOBS_TABLE
+from .table_pipeline_pauses import PIPELINE_PAUSES_TABLE
 from .table_session_outcomes import SESSION_OUTCOMES_TABLE
 from .table_transactions import TableTransactions
 
@@ -61,6 +62,7 @@ APP_TABLES = (
     AUDIT_TABLE,
     CONFIRMATIONS_TABLE,
     SESSION_OUTCOMES_TABLE,
+    PIPELINE_PAUSES_TABLE,
 )
 APP_CONTAINERS = (RECEIPTS_CONTAINER, DEAD_LETTER_BODIES_CONTAINER)
 

@@ -18,12 +18,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from ..config import Settings
+from ..service_layer.circuits import Circuit, Gates, PipelineGate
 from ..service_layer.history import Progress
 from ..service_layer.idempotency import IdempotentRequests
 from ..service_layer.orders import OrderLookup
 from ..service_layer.overview import Sources
 from ..service_layer.pipelines import Pipeline, registry
-from ..service_layer.processor import RetryPolicy, SessionProcessor
+from ..service_layer.processor import SessionProcessor
 from . import parts as adapters
 from .operator_desk import OperatorDesk
 
@@ -35,7 +36,12 @@ if TYPE_CHECKING:
 
     from ..adapters.servicebus_sender import SenderPool
     from ..adapters.table_transactions import TableTransactions
-    from ..service_layer.operator_ports import AuditTrail, Confirmations, DeadLetterCounter
+    from ..service_layer.operator_ports import (
+        AuditTrail,
+        Confirmations,
+        DeadLetterCounter,
+        PipelinePauses,
+    )
     from ..service_layer.ports import (
         Archive,
         DeadLetterSource,
@@ -137,13 +143,8 @@ class Container:
         )
 
     settings: Part[Settings] = Part(lambda c: Settings.from_env())
-    retry_policy: Part[RetryPolicy] = Part(
-        lambda c: RetryPolicy(
-            max_attempts=c.settings.task_max_attempts,
-            min_backoff=c.settings.task_retry_min_backoff_seconds,
-            max_backoff=c.settings.task_retry_max_backoff_seconds,
-        )
-    )
+    # Each declared pipeline's pause and circuit in this process, by the pipeline's name.
+    gates: Part[Gates] = Part(lambda c: _gates(c))
     # One processor per declared pipeline, by the pipeline's name, each built on its first use.
     processors: Part[Mapping[str, SessionProcessor]] = Part(lambda c: _Processors(c))
     idempotent_requests: Part[IdempotentRequests] = Part(
@@ -215,6 +216,9 @@ class Container:
     dead_letter_counter: Part[DeadLetterCounter] = Part(
         lambda c: adapters.dead_letter_counter(c._service_bus)
     )
+    pipeline_pauses: Part[PipelinePauses] = Part(
+        lambda c: adapters.pipeline_pauses(c._table_service)
+    )
     # Clients, one of each per container.
     _service_bus: Part[ServiceBusClient] = Part(
         lambda c: adapters.service_bus_client(c.settings.service_bus)
@@ -256,12 +260,28 @@ class _Processors(Mapping[str, SessionProcessor]):
         return len(self._pipelines)
 
 
+def _gates(c: Container) -> Gates:
+    return Gates(
+        PipelineGate(
+            Circuit(
+                p.name,
+                threshold=c.settings.circuit_threshold,
+                probes=c.settings.retry(p.retry),
+            ),
+            c.pipeline_pauses,
+        )
+        for p in registry()
+    )
+
+
 def _processor(c: Container, pipeline: Pipeline) -> SessionProcessor:
     return SessionProcessor(
         pipeline=pipeline.name,
         tasks=pipeline.build_tasks(c),
         policy=pipeline.policy,
-        retry=c.retry_policy,
+        retry=c.settings.retry(pipeline.retry),
+        gate=c.gates[pipeline.name],
+        hold_seconds=c.settings.task_hold_seconds,
         journal=c.archive,
         observer=pipeline.observer(c) if pipeline.observer else None,
         outcomes=c.session_outcomes,

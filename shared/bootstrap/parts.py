@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..adapters.table_import_progress import TableImportProgress
     from ..adapters.table_order_numbers import TableBlockOrderNumbers, TableOrderNumbers
     from ..adapters.table_order_progress import TableOrderProgress
+    from ..adapters.table_pipeline_pauses import TablePipelinePauses
     from ..adapters.table_products import TableProductCatalog
     from ..adapters.table_replay_requests import TableReplayRequests
     from ..adapters.table_session_outcomes import TableSessionOutcomes
@@ -248,6 +249,12 @@ def confirmations(tables: TableServiceClient) -> TableConfirmations:
     from ..adapters.table_confirmations import CONFIRMATIONS_TABLE, TableConfirmations
 
     return TableConfirmations(tables.get_table_client(CONFIRMATIONS_TABLE))
+
+
+def pipeline_pauses(tables: TableServiceClient) -> TablePipelinePauses:
+    from ..adapters.table_pipeline_pauses import PIPELINE_PAUSES_TABLE, TablePipelinePauses
+
+    return TablePipelinePauses(tables.get_table_client(PIPELINE_PAUSES_TABLE))
 
 
 def dead_letter_counter(client: ServiceBusClient) -> ServiceBusDeadLetterCounter:

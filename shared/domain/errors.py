@@ -9,6 +9,7 @@ these kinds (``shared.adapters.azure_errors``); the HTTP bindings map each kind 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -85,6 +86,18 @@ class ServiceUnavailable(PipelineError):
         super().__init__(f"{service} could not be reached ({detail}).")
         self.service = service
 
+    @property
+    def dependency(self) -> str:
+        """What could not be reached: the service."""
+        return self.service
+
+    @property
+    def reason(self) -> str:
+        """A short machine-readable code naming the service (``TableStorageUnavailable``), for
+        a task that gives up on it (its dead-letter reason)."""
+        words = re.findall(r"[A-Za-z0-9]+", self.service)
+        return "".join(w[:1].upper() + w[1:] for w in words if w != "the") + "Unavailable"
+
 
 class SessionLocked(Conflict):
     """Another receiver holds the session's lock (the processor is running it, or another
@@ -116,6 +129,13 @@ class PermanentTaskError(TaskFailed):
 
 
 class TransientTaskError(TaskFailed):
-    """Retrying later may help (a provider outage, a timeout)."""
+    """Retrying later may help (a provider outage, a timeout). ``dependency`` names what was
+    out of reach (``payment provider``): such failures count towards the pipeline's circuit
+    (shared.service_layer.circuits). Without one (a conflict between workers, say), the
+    failure is retried but says nothing about an outage."""
 
     retryable = True
+
+    def __init__(self, reason: str, description: str, *, dependency: str | None = None) -> None:
+        super().__init__(reason, description)
+        self.dependency = dependency

@@ -26,6 +26,9 @@ class PaymentDeclined(PermanentTaskError):
         super().__init__("PaymentDeclined", description)
 
 
+PAYMENT_PROVIDER = "the payment provider"
+
+
 class PaymentProviderUnavailable(TransientTaskError):
     def __init__(self, description: str) -> None:
-        super().__init__("PaymentProviderUnavailable", description)
+        super().__init__("PaymentProviderUnavailable", description, dependency=PAYMENT_PROVIDER)

@@ -13,3 +13,9 @@ MALFORMED_MESSAGE = "MalformedMessage"
 CORRUPT_SESSION_STATE = "CorruptSessionState"
 # A task raised something that is not a TaskFailed (a bug, an SDK error), on every attempt.
 UNHANDLED_ERROR = "UnhandledError"
+
+# Not a dead-letter reason: why a message was handed back unrun (its pipeline paused, by an
+# operator or by its circuit, for longer than one invocation may hold it).
+PIPELINE_PAUSED = "PipelinePaused"
+# Not a dead-letter reason: why a batch's message was handed back unrun (an earlier one was).
+EARLIER_MESSAGE_HANDED_BACK = "EarlierMessageHandedBack"

@@ -1,35 +1,51 @@
-"""Retries of transient task failures, as data."""
+"""Retries of transient task failures, as data: given up by time, not by count."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+# What a pipeline declares unless it says otherwise: an outage of Storage, Service Bus or a
+# provider (a failover, throttling, a network blip) rarely outlasts a few minutes.
+DEFAULT_WINDOW_SECONDS = 600.0
+DEFAULT_MIN_BACKOFF_SECONDS = 1.0
+DEFAULT_MAX_BACKOFF_SECONDS = 30.0
+# How long one invocation may hold its session while it waits: below host.json's
+# functionTimeout (10 minutes), with room for the task that runs after the wait.
+DEFAULT_HOLD_SECONDS = 300.0
+# Transient failures in a row, from two sessions or more, that open a pipeline's circuit.
+DEFAULT_CIRCUIT_THRESHOLD = 5
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Transient errors are retried by redelivery (sleep, then abandon) until ``max_attempts``.
+    """A step that fails transiently is tried again, ``min_backoff`` seconds after its first
+    failure, then twice as long after each failure up to ``max_backoff`` (the cap), for as
+    long as ``window`` seconds after its first failure. Past the window the session fails,
+    with a reason that says what was out of reach and since when.
 
-    ``max_attempts`` must stay below the queue's MaxDeliveryCount (10 by default): the app,
-    not Service Bus, must be the one that gives up, or the session would never be marked failed.
-    """
+    Attempts are the app's own (counted in the session state): a delivery that handed a
+    message back without running its task costs none, and Service Bus's MaxDeliveryCount
+    never decides (docs/processor.md, "Waiting out an outage")."""
 
-    max_attempts: int = 5
-    min_backoff: float = 1.0
-    max_backoff: float = 30.0
+    window: float = DEFAULT_WINDOW_SECONDS
+    min_backoff: float = DEFAULT_MIN_BACKOFF_SECONDS
+    max_backoff: float = DEFAULT_MAX_BACKOFF_SECONDS
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
+        if self.window < 0:
+            raise ValueError("window must be at least 0 seconds")
         if not 0 <= self.min_backoff <= self.max_backoff:
             raise ValueError("backoffs must satisfy 0 <= min_backoff <= max_backoff")
 
-    @staticmethod
-    def attempt(failed: int, delivery_count: int | None) -> int:
-        """This delivery's attempt: one more than the ``failed`` attempts the session state
-        counted. The trigger's delivery count (earlier deliveries), when it hands one over, is
-        a floor: an attempt that died before it could count itself (a crash, a timeout)
-        still counts."""
-        return max(failed + 1, (delivery_count or 0) + 1)
-
     def backoff(self, attempt: int) -> float:
-        return float(min(self.max_backoff, self.min_backoff * 2 ** (attempt - 1)))
+        """How long to wait after failed attempt number ``attempt`` (1 for the first)."""
+        return float(min(self.max_backoff, self.min_backoff * 2 ** min(attempt - 1, 62)))
+
+    def deadline(self, since: datetime) -> datetime:
+        """When a step that first failed at ``since`` is given up."""
+        return since + timedelta(seconds=self.window)
+
+    def gives_up(self, since: datetime, now: datetime) -> bool:
+        """The window of a step that first failed at ``since`` has passed."""
+        return now >= self.deadline(since)

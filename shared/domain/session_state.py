@@ -33,12 +33,16 @@ class Failure:
 
 @dataclass(frozen=True)
 class Attempts:
-    """The step being retried after transient failures, and how many of its attempts failed:
-    the app's own count, written before each abandon, so it needs no delivery count."""
+    """The step being retried after transient failures, how many of its attempts failed (the
+    app's own count, written before each wait) and when the first of them failed (``since``,
+    ISO 8601: the retry window runs from there). ``since`` is kept in the document beside
+    ``attempts``, as ``attempts_since``, so that a release that knows only the other three
+    fields still reads the state."""
 
     task: str
     step: int
     failed: int
+    since: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,9 +71,19 @@ class SessionState:
             return attempts.failed
         return 0
 
-    def after_failed_attempt(self, task: str, step: int, attempt: int) -> SessionState:
-        """The step failed transiently at ``attempt`` and will be retried."""
-        return replace(self, attempts=Attempts(task, step, attempt))
+    def retrying_since(self, task: str, step: int) -> str | None:
+        """When this step first failed transiently (None: it has not, or another step was
+        retried)."""
+        attempts = self.attempts
+        if attempts is not None and attempts.task == task and attempts.step == step:
+            return attempts.since
+        return None
+
+    def after_failed_attempt(self, task: str, step: int, attempt: int, at: str) -> SessionState:
+        """The step failed transiently at ``attempt`` (at ``at``) and will be retried; its
+        window keeps running from its first failure."""
+        since = self.retrying_since(task, step) or at
+        return replace(self, attempts=Attempts(task, step, attempt, since))
 
     def after_success(self, task: str, step: int, outputs: dict[str, Any]) -> SessionState:
         """The step ran. ``completed`` names each task once, in the order they first
@@ -111,6 +125,11 @@ class SessionState:
     def to_bytes(self) -> bytes:
         document = asdict(self)
         document["completed"] = list(self.completed)
+        attempts = document["attempts"]
+        if attempts is not None:
+            since = attempts.pop("since")
+            if since is not None:
+                document["attempts_since"] = since
         return json.dumps(document, separators=(",", ":"), sort_keys=True).encode("utf-8")
 
 
@@ -137,7 +156,7 @@ def decode_session_state(raw: bytes | None) -> SessionState | None:
             processed=document.get("processed", 0),
             failed=document.get("failed", 0),
             skipped=_failure(document.get("skipped"), "skipped"),
-            attempts=_attempts(document.get("attempts")),
+            attempts=_attempts(document.get("attempts"), document.get("attempts_since")),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise CorruptSessionState(f"session state has a bad shape: {error!r}") from error
@@ -170,12 +189,14 @@ def _failure(document: object, name: str) -> Failure | None:
     return failure
 
 
-def _attempts(document: object) -> Attempts | None:
+def _attempts(document: object, since: object) -> Attempts | None:
     if document is None:
         return None
     if not isinstance(document, dict):
         raise CorruptSessionState("attempts is not an object")
-    attempts = Attempts(**document)
+    if since is not None and not isinstance(since, str):
+        raise CorruptSessionState("attempts_since is not text")
+    attempts = Attempts(**document, since=since)
     if not isinstance(attempts.task, str):
         raise CorruptSessionState("attempts.task is not text")
     if not (_is_int(attempts.step) and _is_int(attempts.failed)):

@@ -1,7 +1,7 @@
 """The outside world as the operator's services see it (the console's and the API's): dead
-letters still waiting to be archived, the audit trail of operators' actions, and bulk actions'
-confirmation tokens; and the ports an operator's replay or resolution of one session uses.
-Real adapters in ``shared.adapters``, twins in ``tests/fakes.py``."""
+letters still waiting to be archived, the audit trail of operators' actions, bulk actions'
+confirmation tokens and pipelines' pauses; and the ports an operator's replay or resolution
+of one session uses. Real adapters in ``shared.adapters``, twins in ``tests/fakes.py``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import NamedTuple, Protocol
 
 from ..domain.audit import AuditEntry
 from ..domain.confirmations import BulkAction, Confirmation, Selection
+from ..domain.pauses import ManualPause
 from .ports import DeadLetterArchive, MessageResender, SessionSeeder
 
 
@@ -39,6 +40,23 @@ class Confirmations(Protocol):
 
     def redeem(self, token: str) -> Confirmation:
         """Once per token; raises ``ConfirmationRefused`` when unknown or already redeemed."""
+        ...
+
+
+class PipelinePauses(Protocol):
+    """Operators' pauses of pipelines, one per pipeline at most, seen by every instance."""
+
+    def find(self, pipeline: str) -> ManualPause | None:
+        """The pipeline's pause; None when it runs."""
+        ...
+
+    def pause(self, pipeline: str, pause: ManualPause) -> ManualPause:
+        """Pause the pipeline; returns the pause in force (an earlier one stays, with its
+        author and note, when the pipeline is paused already)."""
+        ...
+
+    def resume(self, pipeline: str) -> ManualPause | None:
+        """End the pipeline's pause; returns the pause it ended (None: it ran already)."""
         ...
 
 

@@ -65,6 +65,11 @@ class SessionActions(Protocol):
         waiting sessionIdleTimeout for more messages: the session's last message is settled."""
         ...
 
+    def renew_lock(self) -> datetime | None:
+        """Renew the session's lock (an invocation that waits keeps its session); returns
+        until when it is locked, when the host says."""
+        ...
+
 
 class OrderNumbers(Protocol):
     def allocate(self, job_id: str) -> str:

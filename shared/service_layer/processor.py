@@ -1,35 +1,40 @@
 """Handle one message of a session: the heart of the pipelines.
 
 Every decision reads the JSON session state first and writes it before the message is
-settled, so a crash at any point and the redelivery that follows are safe. The full
+settled, so a crash at any point and the redelivery that follows are safe. A transient failure
+is waited out inside the invocation, holding the session (``holding``), for as long as the
+pipeline's retry window; so is a paused pipeline or an open circuit (``circuits``). The full
 behaviour table is in docs/processor.md; each row has a test in tests/unit/test_processor.py.
+A session's batch of messages is run by ``session_batches``, on the same decisions.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
 
 from ..domain.envelope import TaskMessage, parse_task_message, routing_hint
-from ..domain.errors import MalformedMessage, TaskFailed
+from ..domain.errors import MalformedMessage, PipelineError, ServiceUnavailable
 from ..domain.pipelines import FailurePolicy
 from ..domain.reasons import (
     CORRUPT_SESSION_STATE,
     MALFORMED_MESSAGE,
+    PIPELINE_PAUSED,
     PREVIOUS_STEP_MISSING,
     SESSION_FAILED,
-    UNHANDLED_ERROR,
 )
-from ..domain.retries import RetryPolicy
+from ..domain.retries import DEFAULT_HOLD_SECONDS, RetryPolicy
 from ..domain.session_state import CorruptSessionState, Failure, SessionState, decode_session_state
+from .circuits import Circuit, PipelineGate
 from .clock import Clock, utc_now
+from .holding import Hold
 from .pipelines import registry
 from .ports import FailureJournal, SessionActions, SessionOutcomes
+from .session_batches import BatchRun
 from .session_endings import Ending, SessionEndings
 from .session_messages import (
     BatchTask,
@@ -40,6 +45,7 @@ from .session_messages import (
     Task,
     TaskInvocation,
 )
+from .task_errors import task_error
 
 # The processor's vocabulary, importable from here as well as from its own modules.
 __all__ = ["FailurePolicy", "IncomingMessage", "Observer", "Outcome", "Result", "RetryPolicy"]
@@ -48,6 +54,8 @@ __all__ += ["SessionProcessor", "Task", "TaskInvocation"]
 logger = logging.getLogger(__name__)
 STOP = FailurePolicy.STOP_ON_FAILURE
 UNREADABLE_TASK = "(unreadable message)"
+# How often a waiting session looks whether its pipeline may run again.
+GATE_POLL_SECONDS = 1.0
 
 
 class SessionProcessor:
@@ -60,14 +68,19 @@ class SessionProcessor:
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Clock = utc_now,
+        monotonic: Callable[[], float] = time.monotonic,
         journal: FailureJournal | None = None,
         observer: Observer | None = None,
         outcomes: SessionOutcomes | None = None,
         batch_tasks: Mapping[str, BatchTask] | None = None,
+        gate: PipelineGate | None = None,
+        hold_seconds: float = DEFAULT_HOLD_SECONDS,
     ) -> None:
         """``policy`` defaults to the pipeline's declared one (``registry``); ``outcomes``
         records how each session ended, at its last message. ``batch_tasks``: every task's
-        batch form, for ``handle_batch``."""
+        batch form, for ``handle_batch``. ``gate``: the pipeline's pause and circuit (by
+        default a circuit of its own and no manual pause); ``hold_seconds``: how long one
+        invocation may hold its session while it waits."""
         self.pipeline = pipeline
         self.tasks = dict(tasks)
         self.policy = policy or registry().policy(pipeline)
@@ -76,9 +89,15 @@ class SessionProcessor:
         if self.batch_tasks and set(self.batch_tasks) != set(self.tasks):
             # A task without a batch form would run while earlier rows are still held.
             raise ValueError(f"pipeline {pipeline!r}: batch tasks must be given for every task")
+        self._sleep = sleep
         self._clock = clock
-        self._endings = SessionEndings(
-            sleep=sleep,
+        self._monotonic = monotonic
+        self._hold_seconds = hold_seconds
+        self.gate = gate or PipelineGate(
+            Circuit(pipeline, probes=self.retry, clock=clock, monotonic=monotonic),
+            monotonic=monotonic,
+        )
+        self.endings = SessionEndings(
             journal=journal,
             observer=observer,
             pipeline=pipeline,
@@ -88,9 +107,8 @@ class SessionProcessor:
 
     def handle(self, incoming: IncomingMessage, actions: SessionActions) -> Result:
         """Decide, write the state, settle the message through ``actions``."""
-        stored = actions.get_state()
-        ending = self._decide(incoming, stored)
-        return self._endings.carry_out(ending, incoming, actions, had_state=stored is not None)
+        with self.watching(incoming.session_id):
+            return self.settle(incoming, actions, actions.get_state(), self.hold(actions))
 
     def handle_batch(
         self,
@@ -98,175 +116,126 @@ class SessionProcessor:
         *,
         completed_by_trigger: bool = False,
     ) -> list[Result]:
-        """The messages of one session's batch, in order, each decided, told and settled as
-        ``handle`` would, with fewer requests: the state is read once, and the consecutive
-        messages whose task completes are held (their ``BatchTask.prepare`` run, decided on
-        the state the earlier ones leave) until a message that does not, or the batch's end.
-        Then the held messages' items are written together (``BatchTask.write``), they are
-        told (a ``BatchObserver`` in one call), the state the last of them leaves is written
-        once, and each is completed. A crash before their state is written runs them again
-        (idempotent); after it, their redelivery is R4.
+        """The messages of one session's batch, in order, each decided and settled as
+        ``handle`` would, with fewer requests (``session_batches``)."""
+        return BatchRun(self, completed_by_trigger=completed_by_trigger).run(batch)
 
-        When ``write`` raises, the held messages are run again one by one through ``handle``
-        with the one-message tasks: their retries, attempts and giving up are those of one
-        message. Once a message is abandoned for a retry, every later message of the batch
-        is abandoned unrun, so that none runs before it. Without ``batch_tasks`` each
-        message is run and settled in turn (the state still read once). Returns one result
-        per message.
+    def hold(self, actions: SessionActions) -> Hold:
+        """The hold of an invocation starting now."""
+        return Hold(
+            actions, budget=self._hold_seconds, sleep=self._sleep, monotonic=self._monotonic
+        )
 
-        ``completed_by_trigger``: the trigger completes the messages the function leaves
-        unsettled once it returns (a batch trigger with ``autoCompleteMessages``). The
-        messages to complete are then left to it, their state written, unless a message of
-        the batch ends the session: before its ending clears the state, the ones left so far
-        are completed here, so that no message can come back to an empty state."""
-        cache = _StateCache()
-        results: list[Result | None] = [None] * len(batch)
-        held: list[_Held] = []
-        left: list[_Held] = []  # completed tasks whose completion is left to the trigger
-        stopped = False
-        for index, (incoming, actions) in enumerate(batch):
-            cached = _CachedState(actions, cache)
-            if stopped:
-                results[index] = _abandon_unrun(incoming, cached)
-                continue
-            held_item = self._prepared(index, incoming, cached, held, cache)
-            if isinstance(held_item, _Held):
-                held.append(held_item)
-                continue
-            if held:
-                fell_back, stopped = self._flush(held, results, left, completed_by_trigger)
-                held = []
-                if stopped:
-                    results[index] = _abandon_unrun(incoming, cached)
-                    continue
-                if fell_back:  # decided on a state the held messages did not leave
-                    held_item = self._prepared(index, incoming, cached, held, cache)
-                    if isinstance(held_item, _Held):
-                        held.append(held_item)
-                        continue
-            ending, had_state = held_item
-            if ending.is_last:
-                self._complete_left(left, results)
-            leave = (
-                completed_by_trigger and ending.outcome is Outcome.COMPLETED and not ending.is_last
-            )
-            results[index] = self._endings.carry_out(
-                ending, incoming, cached, had_state=had_state, settle=not leave
-            )
-            if leave:
-                left.append(_Held(index, incoming, cached, ending, "", None, had_state))
-            stopped = ending.outcome is Outcome.ABANDONED
-        if held:
-            self._flush(held, results, left, completed_by_trigger)
-        return [result for result in results if result is not None]
+    @contextlib.contextmanager
+    def watching(self, session_id: str) -> Iterator[None]:
+        """Service Bus out of reach for the state or a settlement (what escapes ``settle``)
+        counts towards the circuit; the invocation then fails, and the message comes back."""
+        try:
+            yield
+        except ServiceUnavailable as error:
+            self.gate.circuit.failed(session_id, error.dependency)
+            raise
 
-    def _prepared(
+    def settle(
         self,
-        index: int,
         incoming: IncomingMessage,
         actions: SessionActions,
-        held: list[_Held],
-        cache: _StateCache,
-    ) -> _Held | tuple[Ending, bool]:
-        """The decision about one message of a batch, on the state after the ``held`` ones:
-        held itself when its task completes (its item prepared), else the ending and
-        whether the session had a state."""
-        items: list[tuple[str, Any]] = []
-        tasks = self.tasks | {
-            name: _preparing(name, batch_task, items)
-            for name, batch_task in self.batch_tasks.items()
-        }
-        # After held messages, the state they leave, as it will be written.
-        stored = held[-1].ending.state if held else cache.read(actions)
-        had_state, ending = stored is not None, self._decide(incoming, stored, tasks)
-        if items and ending.outcome is Outcome.COMPLETED and ending.state is not None:
-            name, item = items[0]
-            return _Held(index, incoming, actions, ending, name, item, had_state)
-        return ending, had_state
+        stored: bytes | SessionState | None,
+        hold: Hold,
+    ) -> Result:
+        """One message on the session's ``stored`` state, decided, retried while its task
+        fails transiently within the window and the session can be held, then carried out."""
+        ending = self.resolve(incoming, actions, stored, hold)
+        return self.carry_out(ending, incoming, actions, had_state=stored is not None, hold=hold)
 
-    def _flush(
+    def resolve(
         self,
-        held: list[_Held],
-        results: list[Result | None],
-        left: list[_Held],
-        completed_by_trigger: bool,
-    ) -> tuple[bool, bool]:
-        """Write, tell, write the state, complete the ``held`` messages (``handle_batch``);
-        with ``completed_by_trigger`` and none of them the session's last, add them to
-        ``left`` instead of completing them. Returns (fell back to one message at a time, a
-        message was abandoned)."""
-        try:
-            for name in dict.fromkeys(h.task for h in held):
-                self.batch_tasks[name].write([h.item for h in held if h.task == name])
-        except Exception as error:
-            logger.warning(
-                "A batch of %d messages of session %s could not be written together (%s: %s); "
-                "running them one by one",
-                len(held),
-                held[0].incoming.session_id,
-                type(error).__name__,
-                error,
-            )
-            stopped = False
-            for h in held:
-                if stopped:
-                    results[h.index] = _abandon_unrun(h.incoming, h.actions)
-                    continue
-                if h.ending.is_last:
-                    self._complete_left(left, results)
-                results[h.index] = result = self.handle(h.incoming, h.actions)
-                stopped = result.outcome is Outcome.ABANDONED
-            return True, stopped
-        self._endings.tell_many([(h.ending, h.incoming) for h in held])
-        held[-1].actions.set_state(held[-1].state_bytes)
-        last = held[-1] if held[-1].ending.is_last else None
-        if completed_by_trigger and last is None:
-            for h in held:
-                results[h.index] = self._endings.carry_out(
-                    h.ending,
-                    h.incoming,
-                    h.actions,
-                    had_state=h.had_state,
-                    told=True,
-                    state_written=True,
-                    settle=False,
-                )
-            left.extend(held)
-            return False, False
-        # A session's last message clears the state and lets the session go, so it is
-        # settled after all the others.
-        self._complete_left(left, results)
-        self._complete(held[:-1] if last else held, results)
-        if last:
-            results[last.index] = self._settled(last)
-        return False, False
+        incoming: IncomingMessage,
+        actions: SessionActions,
+        stored: bytes | SessionState | None,
+        hold: Hold,
+        *,
+        first: Ending | None = None,
+    ) -> Ending:
+        """The final decision about one message (``first``: decided already): while its
+        task fails transiently within the window, the state (its attempts) is written, the
+        backoff waited holding the session, and the message decided again. When the hold
+        cannot wait the backoff, the message is to be handed back (its state written)."""
+        ending = first or self.decide(incoming, stored, hold)
+        while ending.retry:
+            assert ending.state is not None
+            # Before the wait: a crash keeps the attempt and the window's start.
+            actions.set_state(ending.state.to_bytes())
+            if not hold.wait(ending.backoff):
+                return replace(ending, retry=False, state=None)  # written already
+            ending = self.decide(incoming, ending.state, hold)
+        return ending
 
-    def _complete(self, held: Sequence[_Held], results: list[Result | None]) -> None:
-        """Complete ``held`` (whose state is written) here, each on its own, at once (each
-        is a round trip to the broker)."""
-        for h, result in zip(held, _settlements().map(self._settled, held), strict=True):
-            results[h.index] = result
-
-    def _complete_left(self, left: list[_Held], results: list[Result | None]) -> None:
-        """Complete here the messages left to the trigger so far, and forget them."""
-        self._complete(left, results)
-        left.clear()
-
-    def _settled(self, h: _Held) -> Result:
-        return self._endings.carry_out(
-            h.ending, h.incoming, h.actions, had_state=h.had_state, told=True, state_written=True
+    def carry_out(
+        self,
+        ending: Ending,
+        incoming: IncomingMessage,
+        actions: SessionActions,
+        *,
+        had_state: bool,
+        hold: Hold,
+        settle: bool = True,
+        told: bool = False,
+        state_written: bool = False,
+    ) -> Result:
+        """``SessionEndings.carry_out``, its bookkeeping persevering while the hold lasts."""
+        return self.endings.carry_out(
+            ending,
+            incoming,
+            actions,
+            had_state=had_state,
+            told=told,
+            state_written=state_written,
+            settle=settle,
+            persevere=lambda work: self.persevere(work, incoming.session_id, hold),
         )
+
+    def persevere(
+        self, work: Callable[[], None], session_id: str, hold: Hold
+    ) -> PipelineError | None:
+        """Run bookkeeping (``work``), trying again after each transient failure, its backoff
+        waited holding the session. Returns the error it gave up on once the hold cannot wait
+        the next backoff."""
+        failures = 0
+        while True:
+            try:
+                work()
+                return None
+            except PipelineError as error:
+                if not error.retryable:
+                    raise
+                failures += 1
+                self.gate.circuit.failed(session_id, task_error(error).dependency)
+                logger.warning(
+                    "session=%s outcome not recorded (%s); trying again, holding the session",
+                    session_id,
+                    error,
+                )
+                if not hold.wait(self.retry.backoff(failures)):
+                    return error
 
     # -- decisions ---------------------------------------------------------------------------
 
-    def _decide(
+    def decide(
         self,
         incoming: IncomingMessage,
         stored: bytes | SessionState | None,
+        hold: Hold,
         tasks: Mapping[str, Task] | None = None,
+        *,
+        prepared: bool = False,
     ) -> Ending:
         """The ending of one message on the session's ``stored`` state: as Service Bus holds
-        it, or decoded already (the state a batch's held messages leave, not yet written)."""
+        it, or decoded already (the state the processor itself just wrote, or that a batch's
+        held messages leave). Runs the task when the state says so, once its pipeline may run
+        (waiting, holding the session, while it is paused). ``prepared``: ``tasks`` only
+        prepare what a batch writes later, so their success says nothing of the
+        dependencies (the batch's write tells the circuit)."""
         try:
             state = stored if isinstance(stored, SessionState) else decode_session_state(stored)
         except CorruptSessionState as error:
@@ -303,11 +272,34 @@ class SessionProcessor:
                 )
             failure = self._failure(message.task, message.step, PREVIOUS_STEP_MISSING, description)
             return self._failed(message, message.is_last, state, failure, stop=True)
-        attempt = self.retry.attempt(
-            state.failed_attempts(message.task, message.step), incoming.delivery_count
-        )
-        ending = self._run(incoming, message, state, attempt, (tasks or self.tasks)[message.task])
+        if not self._admitted(incoming.session_id, hold, state, message):
+            paused = self.gate.paused()
+            description = (
+                f"Handed back unrun: the pipeline is paused ({paused.summary})."
+                if paused is not None
+                else "Handed back unrun."
+            )
+            return Ending(Outcome.ABANDONED, message, False, None, PIPELINE_PAUSED, description)
+        attempt = state.failed_attempts(message.task, message.step) + 1
+        task = (tasks or self.tasks)[message.task]
+        ending = self._run(incoming, message, state, attempt, task, reports=not prepared)
         return replace(ending, attempt=attempt)
+
+    def _admitted(
+        self, session_id: str, hold: Hold, state: SessionState, message: TaskMessage
+    ) -> bool:
+        """Wait, holding the session, until the pipeline's gate lets this session's task run
+        (not paused; its circuit closed, or this session the probe). A step whose window has
+        run out meanwhile is tried once more, to give up on a fresh answer. False when the
+        hold cannot wait any longer: the message is handed back unrun."""
+        since = state.retrying_since(message.task, message.step)
+        deadline = self.retry.deadline(datetime.fromisoformat(since)) if since else None
+        while not self.gate.admit(session_id):
+            if deadline is not None and self._clock() >= deadline:
+                return True
+            if not hold.wait(GATE_POLL_SECONDS, until=lambda: self.gate.admit(session_id)):
+                return False
+        return True
 
     def _run(
         self,
@@ -316,14 +308,18 @@ class SessionProcessor:
         state: SessionState,
         attempt: int,
         task: Task,
+        *,
+        reports: bool = True,
     ) -> Ending:
+        """Run the task; its success or failure is told to the pipeline's circuit
+        (``reports``: a success says the dependencies answered)."""
         invocation = TaskInvocation(message, incoming.session_id, dict(state.context), attempt)
+        circuit = self.gate.circuit
         try:
             outputs = task(invocation)
         except Exception as error:
-            if isinstance(error, TaskFailed):
-                reason, description, retryable = error.reason, error.description, error.retryable
-            else:  # a bug or an unexpected outage: retried like a transient error
+            failed = task_error(error)
+            if not failed.expected:
                 logger.exception(
                     "Task %s (step %d) of session %s raised %s",
                     message.task,
@@ -331,15 +327,23 @@ class SessionProcessor:
                     incoming.session_id,
                     type(error).__name__,
                 )
-                reason, description = UNHANDLED_ERROR, f"{type(error).__name__}: {error}"
-                retryable = True
-            if retryable and attempt < self.retry.max_attempts:
-                retried = state.after_failed_attempt(message.task, message.step, attempt)
-                return self._retry_later(incoming, message, retried, attempt, reason, description)
-            if retryable:
-                description = f"Gave up after {attempt} attempts. Last error: {description}"
-            failure = self._failure(message.task, message.step, reason, description)
+            description = failed.description
+            if not failed.retryable:
+                circuit.succeeded()  # the dependencies answered: the task's own failure
+            else:
+                circuit.failed(incoming.session_id, failed.dependency)
+                now = self._clock()
+                since = state.retrying_since(message.task, message.step) or now.isoformat()
+                if not self.retry.gives_up(datetime.fromisoformat(since), now):
+                    retried = state.after_failed_attempt(
+                        message.task, message.step, attempt, now.isoformat()
+                    )
+                    return self._retry_later(incoming, message, retried, attempt, failed.reason)
+                description = self._given_up(failed.dependency, since, now, attempt, description)
+            failure = self._failure(message.task, message.step, failed.reason, description)
             return self._failed(message, message.is_last, state, failure)
+        if reports:
+            circuit.succeeded()
         new_state = state.after_success(message.task, message.step, dict(outputs))
         return Ending(Outcome.COMPLETED, message, message.is_last, new_state)
 
@@ -350,19 +354,38 @@ class SessionProcessor:
         state: SessionState,
         attempt: int,
         reason: str,
-        description: str,
     ) -> Ending:
         delay = self.retry.backoff(attempt)
         logger.warning(
-            "Task %s of session %s failed (attempt %d of %d): %s; retrying in %.1fs",
+            "Task %s of session %s failed (attempt %d): %s; retrying in %.1fs",
             message.task,
             incoming.session_id,
             attempt,
-            self.retry.max_attempts,
             reason,
             delay,
         )
-        return Ending(Outcome.ABANDONED, message, False, state, reason, description, backoff=delay)
+        description = f"Retrying after {attempt} failed attempts (window {self.retry.window:g} s)"
+        return Ending(
+            Outcome.ABANDONED,
+            message,
+            False,
+            state,
+            reason,
+            description,
+            backoff=delay,
+            retry=True,
+        )
+
+    def _given_up(
+        self, dependency: str | None, since: str, now: datetime, attempts: int, last: str
+    ) -> str:
+        what = f"{dependency} was out of reach" if dependency else "the task kept failing"
+        elapsed = (now - datetime.fromisoformat(since)).total_seconds()
+        return (
+            f"Gave up: {what} for {elapsed:.0f} s, since {since} ({attempts} attempts; the "
+            f"retry window is {self.retry.window:g} s). Last error: {last} Replay the session "
+            "once it is back."
+        )
 
     def _failure(self, task: str, step: int | None, reason: str, description: str) -> Failure:
         return Failure(task, step, reason, description, self._clock().isoformat())
@@ -442,8 +465,6 @@ class SessionProcessor:
         """``state`` ``None``: the state stays as it is, and is not written again."""
         return Ending(Outcome.DEAD_LETTERED, message, message.is_last, state, reason, description)
 
-    # -- carrying a decision out -------------------------------------------------------------
-
     def _parse(self, body: bytes) -> TaskMessage:
         message = parse_task_message(body)
         if message.pipeline != self.pipeline:
@@ -454,100 +475,3 @@ class SessionProcessor:
             known = ", ".join(sorted(self.tasks))
             raise MalformedMessage("task", f"{message.task!r} is not one of {known}")
         return message
-
-
-# -- batches ----------------------------------------------------------------------------------
-
-
-class _StateCache:
-    """A batch's session state: read once, then what the batch last wrote."""
-
-    def __init__(self) -> None:
-        self.known = False
-        self.state: bytes | None = None
-
-    def read(self, actions: SessionActions) -> bytes | None:
-        if not self.known:
-            self.state, self.known = actions.get_state(), True
-        return self.state
-
-
-class _CachedState:
-    """A message's ``SessionActions`` whose state reads come from the batch's ``_StateCache``
-    (a session's state changes only through the batch's own writes while it holds the
-    session); everything else goes through to ``actions``."""
-
-    def __init__(self, actions: SessionActions, cache: _StateCache) -> None:
-        self._actions = actions
-        self._cache = cache
-
-    def get_state(self) -> bytes | None:
-        return self._cache.read(self._actions)
-
-    def set_state(self, state: bytes | None) -> None:
-        self._actions.set_state(state)
-        self._cache.state, self._cache.known = state, True
-
-    def complete(self) -> None:
-        self._actions.complete()
-
-    def abandon(self) -> None:
-        self._actions.abandon()
-
-    def dead_letter(self, reason: str, description: str) -> None:
-        self._actions.dead_letter(reason, description)
-
-    def release_session(self) -> None:
-        self._actions.release_session()
-
-
-_SETTLEMENT_THREADS = 16
-_settlement_pool: ThreadPoolExecutor | None = None
-_settlement_pool_lock = threading.Lock()
-
-
-def _settlements() -> ThreadPoolExecutor:
-    """The threads a batch's settlements run on, made on first use and shared by the
-    process's processors."""
-    global _settlement_pool
-    with _settlement_pool_lock:
-        if _settlement_pool is None:
-            _settlement_pool = ThreadPoolExecutor(
-                max_workers=_SETTLEMENT_THREADS, thread_name_prefix="settlement"
-            )
-        return _settlement_pool
-
-
-@dataclass(frozen=True)
-class _Held:
-    """A batch's message whose task completed, its item not yet written nor it settled."""
-
-    index: int
-    incoming: IncomingMessage
-    actions: SessionActions
-    ending: Ending
-    task: str
-    item: Any
-    had_state: bool
-
-    @property
-    def state_bytes(self) -> bytes:
-        assert self.ending.state is not None
-        return self.ending.state.to_bytes()
-
-
-def _preparing(name: str, batch_task: BatchTask, items: list[tuple[str, Any]]) -> Task:
-    """A task that prepares its item into ``items`` instead of writing it."""
-
-    def prepare(call: TaskInvocation) -> Mapping[str, Any]:
-        items.append((name, batch_task.prepare(call)))
-        return {}
-
-    return prepare
-
-
-def _abandon_unrun(incoming: IncomingMessage, actions: SessionActions) -> Result:
-    """Hand a message back unrun: an earlier message of its batch is to be retried first."""
-    actions.abandon()
-    logger.info("session=%s message=%s abandoned unrun", incoming.session_id, incoming.message_id)
-    return Result(Outcome.ABANDONED, "RetryingEarlierMessage", "An earlier message is retried")

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..domain.archive import FailureRecord
 from ..domain.envelope import TaskMessage
+from ..domain.errors import PipelineError
 from ..domain.session_outcomes import COMPLETED, FAILED, SessionOutcome
 from ..domain.session_state import SessionState
 from .clock import Clock, utc_now
 from .ports import FailureJournal, SessionActions, SessionOutcomes
 from .session_messages import BatchObserver, IncomingMessage, Observer, Outcome, Result
+from .task_errors import task_error
 
 logger = logging.getLogger("shared.service_layer.processor")
 
@@ -22,9 +24,12 @@ logger = logging.getLogger("shared.service_layer.processor")
 @dataclass(frozen=True)
 class Ending:
     """The decision about one message: the state to write first (``None``: leave the state as
-    it is), then the settlement (complete, abandon after ``backoff`` seconds, or dead-letter
-    with ``reason``). ``is_last``: the message ends its session. ``first_failure``: ``state``
-    holds the session's first failure, which the journal keeps for a replay."""
+    it is), then the settlement (complete, abandon, or dead-letter with ``reason``).
+    ``is_last``: the message ends its session. ``first_failure``: ``state`` holds the
+    session's first failure, which the journal keeps for a replay. ``retry``: the task failed
+    transiently within its window: the state (its attempts) is written, the processor waits
+    ``backoff`` seconds holding the session and decides again; only when it cannot wait that
+    long is the message handed back (abandoned)."""
 
     outcome: Outcome
     message: TaskMessage | None
@@ -35,22 +40,32 @@ class Ending:
     backoff: float = 0.0
     first_failure: bool = False
     attempt: int | None = None  # the task's attempt, when it ran
+    retry: bool = False
     # The session's first failure's reason, when the state that holds it is left as it is.
     session_reason: str | None = None
+
+
+# Runs bookkeeping (``work``), trying again while a transient failure lasts and the session
+# can be held; returns None once it ran, else the error it gave up on.
+Persevere = Callable[[Callable[[], None]], PipelineError | None]
+
+
+def at_once(work: Callable[[], None]) -> PipelineError | None:
+    """Bookkeeping run once: a failure raises."""
+    work()
+    return None
 
 
 class SessionEndings:
     def __init__(
         self,
         *,
-        sleep: Callable[[float], None],
         journal: FailureJournal | None = None,
         observer: Observer | None = None,
         pipeline: str = "",
         outcomes: SessionOutcomes | None = None,
         clock: Clock = utc_now,
     ) -> None:
-        self._sleep = sleep
         self._journal = journal
         self._observer = observer
         self._pipeline = pipeline
@@ -67,9 +82,14 @@ class SessionEndings:
         told: bool = False,
         state_written: bool = False,
         settle: bool = True,
+        persevere: Persevere = at_once,
     ) -> Result:
         """Tell, write the state, settle; after a session's last message, clear the state and
         release the session. ``had_state``: the session had a state before this message.
+        The telling (journal, session outcome, observer: Table Storage) runs through
+        ``persevere``, which waits out a transient failure holding the session: the task is
+        not run again for it. When it gives up, the message is handed back with its state
+        unwritten (its redelivery runs the task again, which is idempotent).
 
         The state is cleared only once the last message is settled. A crash before the
         settlement leaves the state that message wrote, so its redelivery finds its own
@@ -95,11 +115,20 @@ class SessionEndings:
             ends_session=ending.is_last and ending.outcome is not Outcome.ABANDONED,
         )
         if ending.outcome is not Outcome.ABANDONED and not told:
-            self._tell(ending, incoming)
+            failed = persevere(lambda: self._tell(ending, incoming))
+            if failed is not None:
+                actions.abandon()
+                return replace(
+                    result,
+                    outcome=Outcome.ABANDONED,
+                    reason=task_error(failed).reason,
+                    description=f"Handed back, its outcome not recorded: {failed}",
+                    fails_session=False,
+                    ends_session=False,
+                )
         if ending.state is not None and not state_written:
             actions.set_state(ending.state.to_bytes())
         if ending.outcome is Outcome.ABANDONED:
-            self._sleep(ending.backoff)
             actions.abandon()
             return result
         if ending.outcome is Outcome.DEAD_LETTERED:
@@ -114,7 +143,7 @@ class SessionEndings:
 
     def tell_many(self, endings: Sequence[tuple[Ending, IncomingMessage]]) -> None:
         """``_tell`` for several messages (a batch's held ones), a ``BatchObserver`` told of
-        them all in one call."""
+        them all in one call. Idempotent, so a caller may run it again after a failure."""
         batched = isinstance(self._observer, BatchObserver)
         for ending, incoming in endings:
             self._tell(ending, incoming, observe=not batched)

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from concurrent import futures
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
@@ -17,6 +18,7 @@ from azure.storage.queue import QueueClient
 from azurefunctions.extensions.bindings.protos import settlement_pb2, settlement_pb2_grpc
 from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
 from google.protobuf.empty_pb2 import Empty
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from shared.adapters.servicebus_bindings import settlement_actions
 from shared.bootstrap import Container, use_container
@@ -31,6 +33,7 @@ from shared.service_layer.processor import (
 )
 from tests.builders import APP_SETTINGS
 from tests.fakes import (
+    FakeTime,
     InMemoryDeadLetterCounter,
     InMemoryDeadLetterQueue,
     InMemoryIdempotencyRecords,
@@ -42,6 +45,9 @@ from tests.fakes import (
     InMemorySessionSeeder,
     InMemoryTaskSender,
 )
+
+# How long a renewal locks the session for, as a queue's LockDuration says.
+LOCK_SECONDS = 60
 
 
 def host_route_value(value: str) -> str:
@@ -93,6 +99,15 @@ class RecordingSettlement(settlement_pb2_grpc.SettlementServicer):
     def ReleaseSession(self, request: Any, context: Any) -> Empty:
         self.calls.append(("release_session", request.sessionId))
         return Empty()
+
+    def RenewSessionLock(self, request: Any, context: Any) -> Any:
+        if "renew_session_lock" in self.fail_once:
+            self.fail_once.discard("renew_session_lock")
+            context.abort(grpc.StatusCode.ABORTED, "SessionLockLostError: the lock expired")
+        self.calls.append(("renew_session_lock", request.sessionId))
+        locked_until = Timestamp()
+        locked_until.FromDatetime(datetime.now(UTC) + timedelta(seconds=LOCK_SECONDS))
+        return settlement_pb2.RenewSessionLockResponse(lockedUntil=locked_until)
 
     def releases(self) -> list[str]:
         return [session for call, session in self.calls if call == "release_session"]
@@ -166,7 +181,9 @@ def _declined(invocation: TaskInvocation) -> Mapping[str, Any]:
 
 
 def _provider_down(invocation: TaskInvocation) -> Mapping[str, Any]:
-    raise TransientTaskError("PaymentProviderUnavailable", "The provider timed out.")
+    raise TransientTaskError(
+        "PaymentProviderUnavailable", "The provider timed out.", dependency="the payment provider"
+    )
 
 
 @dataclass
@@ -175,17 +192,23 @@ class Twins:
     sender: InMemoryTaskSender
     idempotency: InMemoryIdempotencyRecords
     orders: InMemoryOrderProgress
+    time: FakeTime
 
 
 @pytest.fixture
 def twins() -> Iterator[Twins]:
-    """A container whose processors run small in-memory tasks and whose sender records."""
-    retry = RetryPolicy(max_attempts=2, min_backoff=0, max_backoff=0)
+    """A container whose processors run small in-memory tasks and whose sender records. Their
+    time is a ``FakeTime``; a transient failure's 1 s backoff is longer than the half second
+    an invocation may hold its session, so the message is handed back at once, and given up
+    1 s after its first failure."""
+    retry = RetryPolicy(window=1, min_backoff=1, max_backoff=1)
+    time = FakeTime(datetime(2026, 11, 27, tzinfo=UTC))
     twins = Twins(
         Container(Settings.from_env(APP_SETTINGS)),
         InMemoryTaskSender(),
         InMemoryIdempotencyRecords(),
         InMemoryOrderProgress(),
+        time,
     )
     twins.container.override(
         processors={
@@ -194,14 +217,20 @@ def twins() -> Iterator[Twins]:
                 tasks={"First": _ok, "Second": _ok, "Declined": _declined, "Flaky": _provider_down},
                 policy=FailurePolicy.STOP_ON_FAILURE,
                 retry=retry,
-                sleep=lambda _: None,
+                hold_seconds=0.5,
+                sleep=time.sleep,
+                clock=time.now,
+                monotonic=time.monotonic,
             ),
             PRODUCT_IMPORT: SessionProcessor(
                 pipeline=PRODUCT_IMPORT,
                 tasks={"ImportProduct": _ok},
                 policy=FailurePolicy.CONTINUE_ON_FAILURE,
                 retry=retry,
-                sleep=lambda _: None,
+                hold_seconds=0.5,
+                sleep=time.sleep,
+                clock=time.now,
+                monotonic=time.monotonic,
             ),
         },
         task_sender=twins.sender,

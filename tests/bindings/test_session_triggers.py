@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from azurefunctions.extensions.bindings.servicebus.serviceBusMessageActions impo
 )
 
 from shared.domain.envelope import TaskMessage
+from shared.domain.errors import ServiceUnavailable
 from shared.domain.pipelines import PRODUCT_IMPORT, PURCHASE
 from shared.entrypoints.servicebus_actions import FunctionSessionActions, incoming_message
 from shared.entrypoints.session_queues import (
@@ -30,7 +32,7 @@ from shared.entrypoints.session_queues import (
     SessionTrigger,
 )
 
-from .conftest import RecordingSettlement, Twins, received_message
+from .conftest import LOCK_SECONDS, RecordingSettlement, Twins, received_message
 
 purchase_tasks = TRIGGERS[PURCHASE]
 product_import_tasks = BATCH_TRIGGERS[PRODUCT_IMPORT][0]
@@ -128,12 +130,13 @@ def test_a_transient_failure_is_abandoned_for_another_attempt_then_dead_lettered
     flaky = _task("Flaky", 1)
     first = deliver(purchase_tasks, message_actions, flaky, delivery_count=None)
     assert json.loads(settlement.states[SESSION])["attempts"]["failed"] == 1
-    deliver(purchase_tasks, message_actions, flaky, delivery_count=None)  # attempt 2 of 2
+    twins.time.advance(1.0)  # the window (1 s) has passed by the redelivery
+    deliver(purchase_tasks, message_actions, flaky, delivery_count=None)
 
     [abandoned, (kind, (_, reason, description))] = settlement.settlements()
     assert abandoned == ("abandon", str(first.lock_token))
     assert (kind, reason) == ("deadletter", "PaymentProviderUnavailable")
-    assert description.startswith("Gave up after 2 attempts")
+    assert description.startswith("Gave up: the payment provider was out of reach for 1 s")
     assert json.loads(settlement.states[SESSION])["failure"]["reason"] == (
         "PaymentProviderUnavailable"
     )
@@ -145,7 +148,7 @@ def test_a_last_message_redelivered_after_its_completion_failed_ends_the_session
     deliver(purchase_tasks, message_actions, _task("First", 1))
     body = _task("Second", 2, is_last=True)
     settlement.fail_once.add("complete")
-    with pytest.raises(SettlementError):
+    with pytest.raises(ServiceUnavailable):
         deliver(purchase_tasks, message_actions, body)
     assert json.loads(settlement.states[SESSION])["next_step"] == 3  # kept for the redelivery
     again = deliver(purchase_tasks, message_actions, body, delivery_count=None)
@@ -265,7 +268,7 @@ def test_state_round_trips_and_clears_over_grpc(
     assert actions.get_state() is None
 
 
-def test_a_host_that_cannot_be_reached_surfaces_as_a_settlement_error() -> None:
+def test_a_host_that_cannot_be_reached_is_service_bus_unavailable() -> None:
     import grpc
 
     from shared.adapters.servicebus_bindings import settlement_actions
@@ -274,10 +277,35 @@ def test_a_host_that_cannot_be_reached_surfaces_as_a_settlement_error() -> None:
     actions = settlement_actions(channel, "127.0.0.1:1")
     adapter = FunctionSessionActions(actions, received_message(b"{}", session_id=SESSION))
     try:
-        with pytest.raises(SettlementError, match="get_session_state"):
+        with pytest.raises(ServiceUnavailable, match="Service Bus could not be reached") as error:
             adapter.get_state()
     finally:
         channel.close()
+    assert isinstance(error.value.__cause__, SettlementError)
+    assert error.value.dependency == "Service Bus"
+
+
+def test_a_session_lock_is_renewed_over_grpc_and_says_until_when(
+    settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    actions = FunctionSessionActions(message_actions, received_message(b"{}", session_id=SESSION))
+
+    locked_until = actions.renew_lock()
+
+    assert ("renew_session_lock", SESSION) in settlement.calls
+    assert locked_until is not None
+    left = (locked_until - datetime.now(UTC)).total_seconds()
+    assert LOCK_SECONDS - 5 < left <= LOCK_SECONDS
+
+
+def test_a_renewal_refused_by_the_host_is_service_bus_unavailable(
+    settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
+) -> None:
+    actions = FunctionSessionActions(message_actions, received_message(b"{}", session_id=SESSION))
+    settlement.fail_once.add("renew_session_lock")
+
+    with pytest.raises(ServiceUnavailable, match="renew_session_lock"):
+        actions.renew_lock()
 
 
 def test_the_incoming_message_has_the_body_attempt_and_decoded_properties() -> None:

@@ -54,8 +54,8 @@ SETTINGS = {
     # this process (tests/held_replay.py).
     "LOCALDEV_WORKER_PROCESSES": "false",
     "DLQ_ARCHIVE_SCHEDULE": "*/2 * * * * *",
-    "TASK_MAX_ATTEMPTS": "2",
-    "TASK_RETRY_MIN_BACKOFF_SECONDS": "0.2",
+    "TASK_RETRY_WINDOW_SECONDS": "0.4",  # two attempts, half a second apart
+    "TASK_RETRY_MIN_BACKOFF_SECONDS": "0.5",
     "TASK_RETRY_MAX_BACKOFF_SECONDS": "0.5",
     "PAYMENT_SIMULATOR_DECLINE_TOKENS": "tok_declined",
     "PAYMENT_SIMULATOR_OUTAGE_TOKENS": "",

@@ -30,15 +30,17 @@ from shared.domain.pipelines import import_message
 from shared.telemetry.setup import telemetry, use_telemetry
 from tests import polling
 
-TASK_MAX_ATTEMPTS = 2
+# A transient failure is tried again after half a second and given up on at its next failure
+# (the window is shorter than the backoff): two attempts.
+TASK_ATTEMPTS = 2
 MAX_CONCURRENT_SESSIONS = 4
 ARCHIVE_EVERY_SECONDS = 2
 MAX_DEQUEUE_COUNT = 3
 
 E2E_SETTINGS = {
     "DLQ_ARCHIVE_SCHEDULE": f"*/{ARCHIVE_EVERY_SECONDS} * * * * *",
-    "TASK_MAX_ATTEMPTS": str(TASK_MAX_ATTEMPTS),
-    "TASK_RETRY_MIN_BACKOFF_SECONDS": "0.2",
+    "TASK_RETRY_WINDOW_SECONDS": "0.4",
+    "TASK_RETRY_MIN_BACKOFF_SECONDS": "0.5",
     "TASK_RETRY_MAX_BACKOFF_SECONDS": "0.5",
     "PAYMENT_SIMULATOR_DECLINE_TOKENS": "tok_declined",
     "PAYMENT_SIMULATOR_OUTAGE_TOKENS": "",

@@ -36,7 +36,9 @@ pytestmark = pytest.mark.e2e
 SETTINGS = {
     "PIPELINE_MODULES": "tests.examples.onboarding",
     "DLQ_ARCHIVE_SCHEDULE": "*/2 * * * * *",
-    "TASK_MAX_ATTEMPTS": "2",
+    "TASK_RETRY_WINDOW_SECONDS": "0.4",  # two attempts, half a second apart
+    "TASK_RETRY_MIN_BACKOFF_SECONDS": "0.5",
+    "TASK_RETRY_MAX_BACKOFF_SECONDS": "0.5",
 }
 TEAM, SOLO = "PLAN-TEAM", "PLAN-SOLO"  # SOLO is not in the catalogue until the test adds it
 

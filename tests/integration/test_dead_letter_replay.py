@@ -57,7 +57,7 @@ from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.import_tasks import import_product
 from shared.service_layer.jobs import start_job
 from shared.service_layer.pipelines import registry
-from shared.service_layer.processor import FailurePolicy, Outcome, SessionProcessor
+from shared.service_layer.processor import FailurePolicy, Outcome, RetryPolicy, SessionProcessor
 from shared.service_layer.replay import replay_session
 from tests.builders import order_document
 
@@ -107,9 +107,7 @@ def app_environ(
         "AzureWebJobsStorage": azurite_connection_string,
         "SMTP_HOST": smtp_server.host,
         "SMTP_PORT": str(smtp_server.port),
-        "TASK_MAX_ATTEMPTS": "2",
-        "TASK_RETRY_MIN_BACKOFF_SECONDS": "0",
-        "TASK_RETRY_MAX_BACKOFF_SECONDS": "0",
+        "TASK_RETRY_WINDOW_SECONDS": "0",
     }
     queue_service(storage_settings).delete_queue(replay_queue)
 
@@ -605,7 +603,7 @@ def failed_import_session(
             )
         },
         policy=FailurePolicy.CONTINUE_ON_FAILURE,
-        retry=container.retry_policy,
+        retry=RetryPolicy(window=0),
         journal=container.archive,
     )
     results = session_runner.run(queue, sid, during_outage)

@@ -76,7 +76,7 @@ def test_rows_are_counted_once_each_even_when_redelivered(
         pipeline=PRODUCT_IMPORT,
         tasks=import_tasks(catalog),
         policy=FailurePolicy.CONTINUE_ON_FAILURE,
-        retry=RetryPolicy(max_attempts=2, min_backoff=0, max_backoff=0),
+        retry=RetryPolicy(window=0, min_backoff=0, max_backoff=0),
         sleep=lambda _: None,
         observer=import_progress_observer(progress),
     )

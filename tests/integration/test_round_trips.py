@@ -153,7 +153,7 @@ def test_each_task_message_costs_the_round_trips_the_processor_doc_lists(
                     shipping_fee=Decimal("4.95"),
                 )
             ),
-            retry=RetryPolicy(max_attempts=3, min_backoff=0, max_backoff=0),
+            retry=RetryPolicy(window=0, min_backoff=0, max_backoff=0),
             journal=TableDeadLetterArchive(
                 tables.get_table_client(DEAD_LETTERS_TABLE),
                 tables.get_table_client(FAILED_SESSIONS_TABLE),

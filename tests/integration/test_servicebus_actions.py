@@ -38,13 +38,19 @@ def ok(invocation: TaskInvocation) -> Mapping[str, Any]:
     return {f"done_{invocation.message.step}": invocation.attempt}
 
 
-def processor(tasks: Mapping[str, Any], policy=FailurePolicy.STOP_ON_FAILURE) -> SessionProcessor:
+def processor(
+    tasks: Mapping[str, Any],
+    policy=FailurePolicy.STOP_ON_FAILURE,
+    *,
+    backoff: float = 0.0,
+    hold_seconds: float = 300.0,
+) -> SessionProcessor:
     return SessionProcessor(
         pipeline="purchase",
         tasks=tasks,
         policy=policy,
-        retry=RetryPolicy(max_attempts=3, min_backoff=0, max_backoff=0),
-        sleep=lambda _: None,
+        retry=RetryPolicy(window=60, min_backoff=backoff, max_backoff=backoff),
+        hold_seconds=hold_seconds,
     )
 
 
@@ -77,7 +83,7 @@ def test_a_session_runs_in_order_keeping_its_state_between_messages_and_clearing
     assert servicebus_emulator.counts(session_queue)["active"] == 0
 
 
-def test_a_transient_failure_is_abandoned_and_redelivered_with_the_next_attempt_number(
+def test_a_transient_failure_is_tried_again_holding_the_session_with_the_next_attempt_number(
     servicebus_client: ServiceBusClient, session_runner: SessionRunner, session_queue: str
 ) -> None:
     attempts: list[int] = []
@@ -91,6 +97,27 @@ def test_a_transient_failure_is_abandoned_and_redelivered_with_the_next_attempt_
     send_tasks(servicebus_client, session_queue, "s-flaky", session("j-f", ["F", "F"]))
 
     results = session_runner.run(session_queue, "s-flaky", processor({"F": flaky}))
+
+    assert outcomes(results) == [Outcome.COMPLETED, Outcome.COMPLETED]
+    assert attempts == [1, 2, 1, 2]
+
+
+def test_a_wait_longer_than_the_hold_hands_the_message_back_and_the_count_goes_on(
+    servicebus_client: ServiceBusClient, session_runner: SessionRunner, session_queue: str
+) -> None:
+    attempts: list[int] = []
+
+    def flaky(invocation: TaskInvocation) -> Mapping[str, Any]:
+        attempts.append(invocation.attempt)
+        if invocation.attempt < 2:
+            raise TransientTaskError("ProviderDown", "timed out")
+        return ok(invocation)
+
+    send_tasks(servicebus_client, session_queue, "s-back", session("j-b", ["F", "F"]))
+
+    results = session_runner.run(
+        session_queue, "s-back", processor({"F": flaky}, backoff=1.0, hold_seconds=0.5)
+    )
 
     got = outcomes(results)
     assert got == [Outcome.ABANDONED, Outcome.COMPLETED, Outcome.ABANDONED, Outcome.COMPLETED]

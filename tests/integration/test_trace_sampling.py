@@ -78,7 +78,7 @@ processor = SessionProcessor(
         shipping_fee=Decimal("4.95"),
     )),
     policy=FailurePolicy.STOP_ON_FAILURE,
-    retry=RetryPolicy(max_attempts=5, min_backoff=1, max_backoff=30),
+    retry=RetryPolicy(window=0),
     sleep=lambda seconds: None,
 )
 dead_letters = InMemoryDeadLetterQueue()

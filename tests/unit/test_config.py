@@ -8,6 +8,7 @@ import pytest
 
 from shared.config import ConfigurationError, Settings
 from shared.domain.pipelines import PURCHASE
+from shared.domain.retries import RetryPolicy
 from tests.builders import APP_SETTINGS
 
 
@@ -15,8 +16,28 @@ def test_defaults_fill_in_what_is_optional() -> None:
     settings = Settings.from_env(APP_SETTINGS)
     assert settings.queue_of(PURCHASE) == "purchase-tasks"
     assert settings.tax_rate == Decimal("0.25")
-    assert settings.task_max_attempts == 5
     assert settings.payment_decline_tokens == frozenset()
+    # each pipeline's declared retry policy, as declared
+    declared = RetryPolicy(window=600, min_backoff=1, max_backoff=30)
+    assert settings.retry(declared) == declared
+    assert (settings.task_hold_seconds, settings.circuit_threshold) == (300.0, 5)
+
+
+def test_the_retry_settings_override_every_pipelines_declared_policy() -> None:
+    settings = Settings.from_env(
+        APP_SETTINGS | {"TASK_RETRY_WINDOW_SECONDS": "90", "TASK_RETRY_MAX_BACKOFF_SECONDS": "5"}
+    )
+    declared = RetryPolicy(window=600, min_backoff=1, max_backoff=30)
+    assert settings.retry(declared) == RetryPolicy(window=90, min_backoff=1, max_backoff=5)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("TASK_RETRY_WINDOW_SECONDS", "-1"), ("TASK_HOLD_SECONDS", "soon")],
+)
+def test_a_retry_setting_that_is_no_duration_is_refused(name: str, value: str) -> None:
+    with pytest.raises(ConfigurationError, match=name):
+        Settings.from_env(APP_SETTINGS | {name: value})
 
 
 def test_identity_based_connections_need_no_secrets() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -41,6 +42,7 @@ from shared.service_layer.processor import (
 from shared.service_layer.replay import replay_session
 from tests.builders import NOW, dead_letter, failed_purchase, purchase_dead_letter
 from tests.fakes import (
+    FakeTime,
     InMemoryAuditTrail,
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterQueue,
@@ -394,12 +396,18 @@ def run_import_session(
 
 
 def import_processor(catalog: InMemoryProductCatalog) -> SessionProcessor:
+    """An import's processor that hands a failed row back at once (it may not hold its
+    session for the backoff), so that the row comes again as a redelivery."""
+    time = FakeTime(datetime(2026, 11, 27, tzinfo=UTC))
     return SessionProcessor(
         pipeline=PRODUCT_IMPORT,
         tasks=import_tasks(catalog),
         policy=FailurePolicy.CONTINUE_ON_FAILURE,
-        retry=RetryPolicy(max_attempts=3, min_backoff=0, max_backoff=0),
-        sleep=lambda _: None,
+        retry=RetryPolicy(window=60, min_backoff=1, max_backoff=1),
+        sleep=time.sleep,
+        clock=time.now,
+        monotonic=time.monotonic,
+        hold_seconds=0.5,
     )
 
 

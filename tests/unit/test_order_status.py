@@ -51,7 +51,7 @@ class Store:
             pipeline=processor.pipeline,
             tasks=processor.tasks,
             policy=processor.policy,
-            retry=replace(processor.retry, max_attempts=1),
+            retry=replace(processor.retry, window=0),
             journal=self.archive,
             observer=order_progress_observer(self.progress),
             outcomes=self.sessions,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -25,6 +26,7 @@ from shared.service_layer.processor import (
 from shared.service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
 from tests.builders import order_document
 from tests.fakes import (
+    FakeTime,
     InMemoryEmailSender,
     InMemoryOrderNumbers,
     InMemoryPaymentGateway,
@@ -60,7 +62,7 @@ class Shop:
     receipts: InMemoryReceiptStore = field(default_factory=InMemoryReceiptStore)
     renderer: InMemoryReceiptRenderer = field(default_factory=InMemoryReceiptRenderer)
     email: InMemoryEmailSender = field(default_factory=InMemoryEmailSender)
-    sleeps: list[float] = field(default_factory=list)
+    time: FakeTime = field(default_factory=lambda: FakeTime(datetime(2026, 11, 27, tzinfo=UTC)))
 
     def processor(self) -> SessionProcessor:
         deps = PurchaseDependencies(
@@ -77,8 +79,10 @@ class Shop:
             pipeline=PURCHASE,
             tasks=purchase_tasks(deps),
             policy=FailurePolicy.STOP_ON_FAILURE,
-            retry=RetryPolicy(max_attempts=5, min_backoff=1, max_backoff=30),
-            sleep=self.sleeps.append,
+            retry=RetryPolicy(window=60, min_backoff=1, max_backoff=30),
+            sleep=self.time.sleep,
+            clock=self.time.now,
+            monotonic=self.time.monotonic,
         )
 
 
@@ -150,29 +154,32 @@ def test_a_payment_outage_is_retried_with_backoff_then_fails_the_session() -> No
 
     run_session(shop.processor(), purchase_messages("job-3", order), actions)
 
-    assert shop.payments.calls == 5
-    assert shop.sleeps == [1, 2, 4, 8]
-    assert [s[0] for s in actions.settlements].count("abandon") == 4
-    final = [s for s in actions.settlements if s[0] != "abandon"]
+    # tried at 0, 1, 3, 7, 15, 31 and 61 s (the backoff capped at 30 s), all in one
+    # invocation holding the session; given up once the 60 s window had passed
+    assert shop.payments.calls == 7
+    assert "abandon" not in [s[0] for s in actions.settlements]
+    final = actions.settlements
     assert final[2][:2] == ("dead_letter", "PaymentProviderUnavailable")
-    assert "Gave up after 5 attempts" in final[2][2]
+    assert "Gave up: the payment provider was out of reach for 61 s" in final[2][2]
     assert [s[1] for s in final[3:]] == ["SessionFailed", "SessionFailed"]
     assert shop.payments.charges == {}
 
 
-def test_an_outage_that_ends_before_the_last_attempt_lets_the_purchase_finish() -> None:
+def test_an_outage_that_ends_within_the_window_lets_the_purchase_finish() -> None:
     shop = Shop()
     actions = InMemorySessionActions()
     order = parse_order({**ORDER, "card_token": "tok_outage"})
-    processor = shop.processor()
-    messages = purchase_messages("job-4", order)
-    run_session(processor, messages[:2], actions)
-    incoming = IncomingMessage(body=messages[2].to_json(), session_id="s")
-    assert processor.handle(incoming, actions).outcome is Outcome.ABANDONED
+    # the provider is back 20 s into the outage
 
-    shop.payments.outage_tokens.clear()  # the provider is back
-    run_session(processor, messages[2:], actions)
+    def provider_back(time: FakeTime) -> None:
+        if time.elapsed >= 20:
+            shop.payments.outage_tokens.clear()
 
+    shop.time.after_sleep.append(provider_back)
+
+    run_session(shop.processor(), purchase_messages("job-4", order), actions)
+
+    assert actions.settlements == [("complete",)] * 5
     assert len(shop.payments.charges) == 1
     assert actions.state is None and len(shop.email.sent) == 1
 

@@ -14,8 +14,13 @@ from shared.service_layer import operator_ports, ports
 
 # The session state's None is its value (no state yet), as in the SDK's get_session_state.
 STATE_GETTERS = {"SessionActions.get_state"}
-# Not lookups: None is the answer of a conditional write (another request took it over first).
-CONDITIONAL_WRITES = {"IdempotencyRecords.take_over"}
+# Not lookups: writes whose answer may be None (a conditional write another request took over
+# first, the resume of a pipeline that ran already, a lock renewal the host did not date).
+CONDITIONAL_WRITES = {
+    "IdempotencyRecords.take_over",
+    "PipelinePauses.resume",
+    "SessionActions.renew_lock",
+}
 
 
 def _ports() -> list[type]:

@@ -1,6 +1,7 @@
 """Every row of docs/processor.md, under both policies where the row says "both", with no
 delivery count from the trigger (``delivery_count=None``, as Azure's Python binding gives it):
-the processor counts attempts in the session state."""
+the processor counts attempts in the session state. Time is a ``FakeTime``: it moves only
+when the processor sleeps (waiting, holding its session)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from typing import Any
 import pytest
 
 from shared.domain.envelope import TaskMessage
-from shared.domain.errors import PermanentTaskError, TransientTaskError
+from shared.domain.errors import PermanentTaskError, ServiceUnavailable, TransientTaskError
+from shared.domain.pauses import ManualPause
 from shared.domain.session_state import Attempts, Failure, SessionState, decode_session_state
+from shared.service_layer.circuits import Circuit, PipelineGate
 from shared.service_layer.processor import (
     FailurePolicy,
     IncomingMessage,
@@ -21,7 +24,7 @@ from shared.service_layer.processor import (
     SessionProcessor,
     TaskInvocation,
 )
-from tests.fakes import InMemorySessionActions
+from tests.fakes import FakeTime, InMemoryPipelinePauses, InMemorySessionActions
 
 STOP = FailurePolicy.STOP_ON_FAILURE
 CONTINUE = FailurePolicy.CONTINUE_ON_FAILURE
@@ -30,16 +33,23 @@ NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
 
 class Tasks:
-    """Tasks whose behaviour a test sets per name; they record every call."""
+    """Tasks whose behaviour a test sets per name (an outcome, or a list of outcomes, one per
+    call, the last one repeated); they record every call, and when (``at``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, time: FakeTime | None = None) -> None:
         self.calls: list[TaskInvocation] = []
+        self.at: list[float] = []
         self.behaviour: dict[str, Any] = {}
+        self.time = time
 
     def make(self, name: str):
         def task(call: TaskInvocation) -> dict[str, Any]:
             self.calls.append(call)
+            self.at.append(self.time.monotonic() if self.time else 0.0)
             behaviour = self.behaviour.get(name)
+            if isinstance(behaviour, list):
+                calls = sum(1 for c in self.calls if c.message.task == name)
+                behaviour = behaviour[min(calls, len(behaviour)) - 1]
             if isinstance(behaviour, BaseException):
                 raise behaviour
             return behaviour if isinstance(behaviour, dict) else {f"{name}_done": True}
@@ -54,18 +64,30 @@ TASK_NAMES = ("A", "B", "C")
 
 
 def make_processor(
-    policy: FailurePolicy, tasks: Tasks, **retry: Any
-) -> tuple[SessionProcessor, list[float]]:
-    sleeps: list[float] = []
+    policy: FailurePolicy,
+    tasks: Tasks,
+    *,
+    hold_seconds: float = 300.0,
+    gate: PipelineGate | None = None,
+    observer: Any = None,
+    **retry: Any,
+) -> tuple[SessionProcessor, FakeTime]:
+    """A processor of the tasks A, B, C whose retry window is 3 s (backoff 0.5, 1, 1.5 s)
+    unless ``retry`` says otherwise; its time a ``FakeTime`` shared with ``tasks``."""
+    time = tasks.time = tasks.time or FakeTime(NOW)
     processor = SessionProcessor(
         pipeline="demo",
         tasks={name: tasks.make(name) for name in TASK_NAMES},
         policy=policy,
-        retry=RetryPolicy(**({"max_attempts": 3, "min_backoff": 0.5, "max_backoff": 1.5} | retry)),
-        sleep=sleeps.append,
-        clock=lambda: NOW,
+        retry=RetryPolicy(**({"window": 3.0, "min_backoff": 0.5, "max_backoff": 1.5} | retry)),
+        sleep=time.sleep,
+        clock=time.now,
+        monotonic=time.monotonic,
+        gate=gate,
+        hold_seconds=hold_seconds,
+        observer=observer,
     )
-    return processor, sleeps
+    return processor, time
 
 
 def message(step: int, *, task: str | None = None, is_last: bool | None = None) -> TaskMessage:
@@ -316,14 +338,14 @@ def test_r7_step_ahead_runs_under_continue_on_failure() -> None:
 def test_r8_permanent_failure_marks_the_session_failed_and_dead_letters() -> None:
     tasks = Tasks()
     tasks.behaviour["B"] = PermanentTaskError("PaymentDeclined", "card tok_x was declined")
-    processor, sleeps = make_processor(STOP, tasks)
+    processor, time = make_processor(STOP, tasks)
     actions = InMemorySessionActions(state=running(2))
 
     result = processor.handle(incoming(message(2)), actions)
 
     assert result.outcome is Outcome.DEAD_LETTERED
     assert actions.last_settlement == ("dead_letter", "PaymentDeclined", "card tok_x was declined")
-    assert len(tasks.calls) == 1 and sleeps == []  # never retried
+    assert len(tasks.calls) == 1 and time.sleeps == []  # never retried
     state = state_of(actions)
     assert state is not None and state.is_failed
     assert state.failure is not None
@@ -351,62 +373,86 @@ def test_r9_permanent_failure_under_continue_counts_and_goes_on() -> None:
     assert tasks.ran() == ["B", "C"]
 
 
-# R10 - R13 ------------------------------------------------------------------------------------
+# R10 - R13: transient failures waited out, holding the session --------------------------------
+def transient(reason: str = "PaymentProviderUnavailable") -> TransientTaskError:
+    return TransientTaskError(reason, "timeout", dependency="the payment provider")
+
+
 @BOTH
-def test_r10_transient_failure_is_retried_by_redelivery_with_backoff(policy: FailurePolicy) -> None:
+def test_r10_transient_failure_is_waited_out_holding_the_session(policy: FailurePolicy) -> None:
     tasks = Tasks()
-    tasks.behaviour["B"] = TransientTaskError("PaymentProviderUnavailable", "timeout")
-    processor, sleeps = make_processor(policy, tasks)
+    tasks.behaviour["B"] = [transient(), transient(), {"paid": True}]
+    processor, _time = make_processor(policy, tasks)
     actions = InMemorySessionActions(state=running(2))
 
-    results = [processor.handle(incoming(message(2)), actions) for _ in (1, 2)]
+    result = processor.handle(incoming(message(2)), actions)
 
-    assert [r.outcome for r in results] == [Outcome.ABANDONED, Outcome.ABANDONED]
-    assert actions.settlements == [("abandon",), ("abandon",)]
-    assert sleeps == [0.5, 1.0]  # exponential: the second delivery is attempt 2
-    assert [call.attempt for call in tasks.calls] == [1, 2]
-    # Each failed attempt is counted in the state before the message is handed back.
-    assert actions.events == ["set_state", "abandon"] * 2
-    state = state_of(actions)
-    assert state is not None and state.attempts == Attempts("B", 2, 2)
-    assert (state.next_step, state.status) == (2, "running")
+    assert result.outcome is Outcome.COMPLETED and result.attempt == 3
+    assert [call.attempt for call in tasks.calls] == [1, 2, 3]
+    # exponential backoff between the attempts, waited within the one invocation
+    assert [b - a for a, b in zip(tasks.at, tasks.at[1:], strict=False)] == [0.5, 1.0]
+    # each failed attempt is counted in the state before its wait; never handed back
+    assert actions.events == ["set_state", "set_state", "set_state", "complete"]
+    assert actions.settlements == [("complete",)]
+    written = [decode_session_state(state) for state in actions.state_writes]
+    assert [w.attempts for w in written if w is not None] == [
+        Attempts("B", 2, 1, NOW.isoformat()),
+        Attempts("B", 2, 2, NOW.isoformat()),  # the window runs from the first failure
+        None,
+    ]
 
 
 def test_r10_backoff_is_capped() -> None:
-    policy = RetryPolicy(max_attempts=10, min_backoff=1, max_backoff=5)
-    assert [policy.backoff(n) for n in (1, 2, 3, 4, 5)] == [1, 2, 4, 5, 5]
+    policy = RetryPolicy(window=60, min_backoff=1, max_backoff=5)
+    assert [policy.backoff(n) for n in (1, 2, 3, 4, 5, 100)] == [1, 2, 4, 5, 5, 5]
 
 
-def test_r11_transient_failure_at_the_last_attempt_fails_the_session() -> None:
+def test_r10_the_session_lock_is_renewed_while_it_waits() -> None:
     tasks = Tasks()
-    tasks.behaviour["B"] = TransientTaskError("PaymentProviderUnavailable", "timeout")
-    processor, sleeps = make_processor(STOP, tasks)
+    tasks.behaviour["B"] = [transient(), {"paid": True}]
+    processor, _ = make_processor(STOP, tasks, window=600, min_backoff=40, max_backoff=40)
     actions = InMemorySessionActions(state=running(2))
 
-    *retried, result = [processor.handle(incoming(message(2)), actions) for _ in range(3)]
+    result = processor.handle(incoming(message(2)), actions)
 
-    assert [r.outcome for r in retried] == [Outcome.ABANDONED, Outcome.ABANDONED]
+    assert result.outcome is Outcome.COMPLETED
+    assert actions.renewals >= 2  # every 15 s until the host says how long the lock lasts
+
+
+def test_r11_transient_failure_past_the_window_fails_the_session() -> None:
+    tasks = Tasks()
+    tasks.behaviour["B"] = transient()
+    processor, _time = make_processor(STOP, tasks)
+    actions = InMemorySessionActions(state=running(2))
+
+    result = processor.handle(incoming(message(2)), actions)
+
     assert result.outcome is Outcome.DEAD_LETTERED
     kind, reason, description = actions.last_settlement
     assert (kind, reason) == ("dead_letter", "PaymentProviderUnavailable")
-    assert "Gave up after 3 attempts" in description
-    assert len(tasks.calls) == 3 and sleeps == [0.5, 1.0]
+    # attempts at 0, 0.5, 1.5 and 3.0 s: the last at the window's end
+    assert tasks.at == [0.0, 0.5, 1.5, 3.0]
+    assert description.startswith(
+        f"Gave up: the payment provider was out of reach for 3 s, since {NOW.isoformat()} "
+        "(4 attempts; the retry window is 3 s). Last error: timeout"
+    )
     state = state_of(actions)
     assert state is not None and state.is_failed
     assert state.failure is not None and state.failure.reason == "PaymentProviderUnavailable"
+    assert actions.settlements == [actions.last_settlement]  # never handed back
 
 
-def test_r12_transient_failure_at_the_last_attempt_under_continue_goes_on() -> None:
+def test_r12_transient_failure_past_the_window_under_continue_goes_on() -> None:
     tasks = Tasks()
     tasks.behaviour["B"] = TransientTaskError("StorageBusy", "503")
     processor, _ = make_processor(CONTINUE, tasks)
     actions = InMemorySessionActions(state=running(2))
 
-    for _ in range(3):
-        processor.handle(incoming(message(2)), actions)
+    processor.handle(incoming(message(2)), actions)
 
-    assert [s[0] for s in actions.settlements] == ["abandon", "abandon", "dead_letter"]
+    assert [s[0] for s in actions.settlements] == ["dead_letter"]
     assert actions.last_settlement[:2] == ("dead_letter", "StorageBusy")
+    assert "the task kept failing for 3 s" in actions.last_settlement[2]
     state = state_of(actions)
     assert state is not None
     assert (state.status, state.next_step, state.failed) == ("running", 3, 1)
@@ -417,77 +463,77 @@ def test_r12_transient_failure_at_the_last_attempt_under_continue_goes_on() -> N
 def test_r13_unexpected_exception_is_retried_then_set_aside(policy: FailurePolicy) -> None:
     tasks = Tasks()
     tasks.behaviour["B"] = KeyError("boom")
-    processor, sleeps = make_processor(policy, tasks)
+    processor, _ = make_processor(policy, tasks)
     actions = InMemorySessionActions(state=running(2))
 
-    first, _, last = [processor.handle(incoming(message(2)), actions) for _ in range(3)]
+    result = processor.handle(incoming(message(2)), actions)
 
-    assert first.outcome is Outcome.ABANDONED and sleeps == [0.5, 1.0]
-    assert last.outcome is Outcome.DEAD_LETTERED
+    assert result.outcome is Outcome.DEAD_LETTERED and len(tasks.calls) == 4
     kind, reason, description = actions.last_settlement
     assert (kind, reason) == ("dead_letter", "UnhandledError")
     assert "KeyError" in description
 
 
-# Attempts: counted by the app, the delivery count only a floor ------------------------------
 @BOTH
-def test_the_delivery_count_is_a_floor_an_attempt_that_died_uncounted_still_counts(
+def test_r13_a_service_out_of_reach_is_a_transient_failure_named_after_it(
     policy: FailurePolicy,
 ) -> None:
-    # Two earlier deliveries the state never heard of (the worker died during the task).
+    # What the adapters raise for a refused connection, a timeout, a 503 Server Busy.
     tasks = Tasks()
-    tasks.behaviour["B"] = TransientTaskError("PaymentProviderUnavailable", "timeout")
-    processor, sleeps = make_processor(policy, tasks)
+    tasks.behaviour["B"] = ServiceUnavailable("Table Storage", "ServiceRequestError")
+    processor, _ = make_processor(policy, tasks)
     actions = InMemorySessionActions(state=running(2))
 
-    result = processor.handle(incoming(message(2), delivery_count=2), actions)
-
-    assert result.outcome is Outcome.DEAD_LETTERED  # attempt 3 of 3
-    assert "Gave up after 3 attempts" in actions.last_settlement[2]
-    assert [call.attempt for call in tasks.calls] == [3] and sleeps == []
-
-
-@BOTH
-def test_a_delivery_count_below_the_apps_count_does_not_lower_it(policy: FailurePolicy) -> None:
-    # A broker restart can hand a message back with its old delivery count.
-    tasks = Tasks()
-    tasks.behaviour["B"] = TransientTaskError("PaymentProviderUnavailable", "timeout")
-    processor, _ = make_processor(policy, tasks)
-    actions = InMemorySessionActions(state=running(2, attempts=Attempts("B", 2, 2)))
-
-    result = processor.handle(incoming(message(2), delivery_count=0), actions)
-
-    assert result.outcome is Outcome.DEAD_LETTERED
-    assert "Gave up after 3 attempts" in actions.last_settlement[2]
-
-
-class CrashOnAbandon(InMemorySessionActions):
-    def __init__(self, state: bytes | None) -> None:
-        super().__init__(state=state)
-        self.crashes = 1
-
-    def abandon(self) -> None:
-        if self.crashes:
-            self.crashes -= 1
-            raise ConnectionError("worker died")
-        super().abandon()
-
-
-@BOTH
-def test_r10_an_attempt_counted_before_a_crash_stays_counted(policy: FailurePolicy) -> None:
-    # The worker dies between the state write and the abandon; the lock runs out and the
-    # message comes back: that was an attempt, and the next is attempt 2.
-    tasks = Tasks()
-    tasks.behaviour["B"] = TransientTaskError("PaymentProviderUnavailable", "timeout")
-    processor, sleeps = make_processor(policy, tasks)
-    actions = CrashOnAbandon(state=running(2))
-
-    with pytest.raises(ConnectionError):
-        processor.handle(incoming(message(2)), actions)
     processor.handle(incoming(message(2)), actions)
 
+    kind, reason, description = actions.last_settlement
+    assert (kind, reason) == ("dead_letter", "TableStorageUnavailable")
+    assert "Gave up: Table Storage was out of reach for 3 s" in description
+
+
+# R24: the hold runs out before the window ------------------------------------------------------
+@BOTH
+def test_r24_a_message_whose_wait_outlasts_the_hold_is_handed_back_its_window_kept(
+    policy: FailurePolicy,
+) -> None:
+    tasks = Tasks()
+    tasks.behaviour["B"] = transient()
+    processor, _time = make_processor(
+        policy, tasks, hold_seconds=2.0, window=5.0, min_backoff=1, max_backoff=1
+    )
+    actions = InMemorySessionActions(state=running(2))
+
+    first = processor.handle(incoming(message(2)), actions)
+    second = processor.handle(incoming(message(2), delivery_count=1), actions)
+    last = processor.handle(incoming(message(2), delivery_count=2), actions)
+
+    assert [first.outcome, second.outcome] == [Outcome.ABANDONED] * 2
+    assert [s[0] for s in actions.settlements] == ["abandon", "abandon", "dead_letter"]
+    # attempts are the app's own, whatever the delivery count says (a redelivery tries at
+    # once); the window spans the deliveries: given up 5 s after the first failure
+    assert [call.attempt for call in tasks.calls] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert last.outcome is Outcome.DEAD_LETTERED and tasks.at[-1] == 5.0
+    assert "since " + NOW.isoformat() in actions.last_settlement[2]
+
+
+@BOTH
+def test_r24_a_crash_while_waiting_keeps_the_attempt_and_the_window(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    tasks.behaviour["B"] = [transient(), {"paid": True}]
+    processor, time = make_processor(policy, tasks)
+    actions = InMemorySessionActions(state=running(2))
+
+    def dies(seconds: float) -> None:
+        raise ConnectionError("worker died")
+
+    processor._sleep = dies
+    with pytest.raises(ConnectionError):
+        processor.handle(incoming(message(2)), actions)
+    processor._sleep = time.sleep
+    result = processor.handle(incoming(message(2)), actions)
+
+    assert result.outcome is Outcome.COMPLETED
     assert [call.attempt for call in tasks.calls] == [1, 2]
-    assert sleeps == [0.5, 1.0]
 
 
 @BOTH
@@ -497,13 +543,11 @@ def test_a_step_that_succeeds_after_a_retry_leaves_the_next_step_a_fresh_count(
     tasks = Tasks()
     processor, _ = make_processor(policy, tasks)
     actions = InMemorySessionActions(state=running(2))
-    tasks.behaviour["B"] = TransientTaskError("PaymentProviderUnavailable", "timeout")
-    processor.handle(incoming(message(2)), actions)
-    tasks.behaviour["B"] = {"paid": True}
+    tasks.behaviour["B"] = [transient(), {"paid": True}]
     processor.handle(incoming(message(2)), actions)
     state = state_of(actions)
     assert state is not None and state.attempts is None
-    tasks.behaviour["C"] = TransientTaskError("EmailServerUnavailable", "try later")
+    tasks.behaviour["C"] = [TransientTaskError("EmailServerUnavailable", "try later"), {}]
 
     processor.handle(incoming(message(3)), actions)
 
@@ -511,7 +555,148 @@ def test_a_step_that_succeeds_after_a_retry_leaves_the_next_step_a_fresh_count(
         ("B", 1),
         ("B", 2),
         ("C", 1),
+        ("C", 2),
     ]
+
+
+# R25: a paused pipeline, R26: an open circuit --------------------------------------------------
+def paused_gate(time: FakeTime, pauses: InMemoryPipelinePauses) -> PipelineGate:
+    circuit = Circuit("demo", threshold=2, clock=time.now, monotonic=time.monotonic)
+    return PipelineGate(circuit, pauses, pause_ttl=1.0, monotonic=time.monotonic)
+
+
+@BOTH
+def test_r25_a_paused_pipeline_runs_nothing_and_hands_back_unrun_at_the_hold(
+    policy: FailurePolicy,
+) -> None:
+    tasks = Tasks(FakeTime(NOW))
+    assert tasks.time is not None
+    pauses = InMemoryPipelinePauses()
+    pauses.pause("demo", ManualPause("ada@example.com", "maintenance", NOW.isoformat()))
+    processor, time = make_processor(
+        policy, tasks, hold_seconds=30.0, gate=paused_gate(tasks.time, pauses)
+    )
+    actions = InMemorySessionActions(state=running(2))
+
+    result = processor.handle(incoming(message(2)), actions)
+
+    assert result.outcome is Outcome.ABANDONED and result.reason == "PipelinePaused"
+    assert "paused by ada@example.com" in (result.description or "")
+    assert tasks.calls == [] and actions.state_writes == []  # no attempt spent
+    assert actions.settlements == [("abandon",)] and actions.renewals >= 1
+    assert time.elapsed == pytest.approx(30.0, abs=1.0)
+    assert pauses.reads <= 31  # read at most once per its time to live
+
+
+@BOTH
+def test_r25_a_session_waiting_on_a_pause_runs_as_soon_as_it_ends(policy: FailurePolicy) -> None:
+    tasks = Tasks(FakeTime(NOW))
+    assert tasks.time is not None
+    pauses = InMemoryPipelinePauses()
+    pauses.pause("demo", ManualPause("ada@example.com", "maintenance", NOW.isoformat()))
+    processor, time = make_processor(policy, tasks, gate=paused_gate(tasks.time, pauses))
+    actions = InMemorySessionActions(state=running(2))
+    resume_at = 10.0
+    original = time.sleep
+
+    def sleep(seconds: float) -> None:
+        original(seconds)
+        if time.elapsed >= resume_at:
+            pauses.resume("demo")
+
+    processor._sleep = sleep
+
+    result = processor.handle(incoming(message(2)), actions)
+
+    assert result.outcome is Outcome.COMPLETED and tasks.ran() == ["B"]
+    assert resume_at <= tasks.at[0] <= resume_at + 2.0  # within the pause's time to live
+
+
+@BOTH
+def test_r26_while_the_circuit_is_open_a_session_runs_only_as_the_probe(
+    policy: FailurePolicy,
+) -> None:
+    tasks = Tasks(FakeTime(NOW))
+    assert tasks.time is not None
+    gate = paused_gate(tasks.time, InMemoryPipelinePauses())
+    gate.circuit.failed("s-8", "Table Storage")
+    gate.circuit.failed("s-9", "Table Storage")
+    paused = gate.paused()
+    assert paused is not None and paused.dependency == "Table Storage"
+    processor, _time = make_processor(policy, tasks, gate=gate)
+    actions = InMemorySessionActions(state=running(2))
+
+    result = processor.handle(incoming(message(2)), actions)
+
+    # the first probe is due one backoff (1 s) after the circuit opened; its success closes it
+    assert result.outcome is Outcome.COMPLETED and tasks.at == [1.0]
+    assert gate.paused() is None
+
+
+@BOTH
+def test_r26_a_session_waits_while_another_probes_then_is_handed_back_unrun(
+    policy: FailurePolicy,
+) -> None:
+    tasks = Tasks(FakeTime(NOW))
+    assert tasks.time is not None
+    gate = paused_gate(tasks.time, InMemoryPipelinePauses())
+    gate.circuit.failed("s-8", "Table Storage")
+    gate.circuit.failed("s-9", "Table Storage")
+    tasks.time.advance(1.0)
+    assert gate.admit("s-8")  # s-8 probes (and its invocation is still running)
+    processor, _time = make_processor(policy, tasks, gate=gate, hold_seconds=20.0)
+    actions = InMemorySessionActions(state=running(2))
+
+    result = processor.handle(incoming(message(2)), actions)
+
+    assert result.outcome is Outcome.ABANDONED and result.reason == "PipelinePaused"
+    assert "Table Storage unreachable since" in (result.description or "")
+    assert tasks.calls == [] and actions.state_writes == []
+
+
+# R27: an outcome that cannot be recorded (Table Storage out of reach after the task ran) --------
+class FlakyObserver:
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.told: list[Any] = []
+
+    def __call__(self, *told: Any) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise ServiceUnavailable("Table Storage", "ServiceRequestError")
+        self.told.append(told)
+
+
+@BOTH
+def test_r27_recording_the_outcome_is_retried_holding_the_session_not_the_task(
+    policy: FailurePolicy,
+) -> None:
+    tasks = Tasks()
+    observer = FlakyObserver(failures=3)
+    processor, _ = make_processor(policy, tasks, observer=observer)
+    actions = InMemorySessionActions(state=running(3))
+
+    result = processor.handle(incoming(message(3)), actions)
+
+    assert result.outcome is Outcome.COMPLETED
+    assert tasks.ran() == ["C"] and len(observer.told) == 1  # the task ran once
+    assert actions.settlements == [("complete",)]
+
+
+@BOTH
+def test_r27_an_outcome_still_unrecorded_at_the_hold_hands_the_message_back(
+    policy: FailurePolicy,
+) -> None:
+    tasks = Tasks()
+    observer = FlakyObserver(failures=1000)
+    processor, _ = make_processor(policy, tasks, observer=observer, hold_seconds=10.0)
+    actions = InMemorySessionActions(state=running(2))
+
+    result = processor.handle(incoming(message(2)), actions)
+
+    assert result.outcome is Outcome.ABANDONED and result.reason == "TableStorageUnavailable"
+    assert actions.settlements == [("abandon",)]
+    assert actions.state_writes == []  # its redelivery runs the (idempotent) task again
 
 
 # R14 - R16 ------------------------------------------------------------------------------------
@@ -791,7 +976,7 @@ def test_a_stopped_session_runs_nothing_after_the_failure_and_ends_clean() -> No
 
 def test_retry_policy_rejects_nonsense() -> None:
     with pytest.raises(ValueError):
-        RetryPolicy(max_attempts=0)
+        RetryPolicy(window=-1)
     with pytest.raises(ValueError):
         RetryPolicy(min_backoff=5, max_backoff=1)
 
@@ -937,7 +1122,7 @@ def test_a_session_is_not_released_before_its_last_message(policy: FailurePolicy
 def test_a_last_message_handed_back_for_a_retry_keeps_the_session(policy: FailurePolicy) -> None:
     tasks = Tasks()
     tasks.behaviour["C"] = TransientTaskError("EmailServerUnavailable", "try later")
-    processor, _ = make_processor(policy, tasks)
+    processor, _ = make_processor(policy, tasks, hold_seconds=1.0, window=60)
     actions = InMemorySessionActions(state=running(3))
 
     result = processor.handle(incoming(message(3)), actions)

@@ -25,6 +25,7 @@ from shared.service_layer.processor import (
     SessionProcessor,
 )
 from tests.fakes import (
+    FakeTime,
     InMemoryImportProgress,
     InMemoryProductCatalog,
     InMemorySessionActions,
@@ -44,10 +45,11 @@ class CountingCatalog(InMemoryProductCatalog):
         super().__init__()
         self.writes: list[list[str]] = []
         self.fail_many = False
-        self.fail_one: set[str] = set()
+        self.fail_one: dict[str, int] = {}  # SKU -> how many more of its upserts fail
 
     def upsert(self, product: Product) -> None:
-        if product.sku in self.fail_one:
+        if self.fail_one.get(product.sku, 0) > 0:
+            self.fail_one[product.sku] -= 1
             raise TransientTaskError("CatalogUnavailable", "the catalog table cannot be reached")
         self.writes.append([product.sku])
         super().upsert(product)
@@ -90,21 +92,25 @@ class CountingActions(InMemorySessionActions):
 
 
 class Import:
-    def __init__(self, *, batched: bool = True) -> None:
+    def __init__(
+        self, *, batched: bool = True, hold_seconds: float = 300.0, window: float = 3.0
+    ) -> None:
         self.catalog = CountingCatalog()
         self.progress = CountingProgress()
         self.outcomes = InMemorySessionOutcomes()
-        self.sleeps: list[float] = []
+        self.time = FakeTime(NOW)
         self.processor = SessionProcessor(
             pipeline=PRODUCT_IMPORT,
             tasks=import_tasks(self.catalog),
             policy=FailurePolicy.CONTINUE_ON_FAILURE,
-            retry=RetryPolicy(max_attempts=3, min_backoff=0.5, max_backoff=1.5),
-            sleep=self.sleeps.append,
-            clock=lambda: NOW,
+            retry=RetryPolicy(window=window, min_backoff=0.5, max_backoff=1.5),
+            sleep=self.time.sleep,
+            clock=self.time.now,
+            monotonic=self.time.monotonic,
             observer=import_progress_observer(self.progress),
             outcomes=self.outcomes,
             batch_tasks=import_batch_tasks(self.catalog) if batched else None,
+            hold_seconds=hold_seconds,
         )
         self.actions = CountingActions()
 
@@ -232,27 +238,40 @@ def test_a_batch_write_that_fails_runs_the_rows_one_by_one() -> None:
     assert imp.progress.counts(JOB) == {"imported": 3}
 
 
-def test_a_row_to_retry_is_abandoned_after_its_backoff_and_the_later_rows_unrun() -> None:
+def test_a_row_to_retry_is_waited_out_and_the_rows_behind_it_run_after_it() -> None:
     imp = Import()
     imp.catalog.fail_many = True
-    imp.catalog.fail_one = {"SKU-2"}
+    imp.catalog.fail_one = {"SKU-2": 2}
 
     results = imp.batch(row(1), row(2), row(3), row(4))
 
-    assert [r.outcome for r in results] == [
-        Outcome.COMPLETED,
-        Outcome.ABANDONED,
-        Outcome.ABANDONED,
-        Outcome.ABANDONED,
+    assert [r.outcome for r in results] == [Outcome.COMPLETED] * 4
+    assert "abandon" not in imp.actions.events  # nothing behind the retried row handed back
+    assert imp.catalog.writes == [["SKU-1"], ["SKU-2"], ["SKU-3"], ["SKU-4"]]  # in order
+    assert json.loads(imp.actions.state or b"")["next_step"] == 5
+    assert imp.progress.counts(JOB) == {"imported": 4}
+
+
+def test_a_row_still_failing_when_the_hold_ends_is_handed_back_with_the_rows_behind_it() -> None:
+    imp = Import(hold_seconds=2.0, window=60.0)
+    imp.catalog.fail_many = True
+    imp.catalog.fail_one = {"SKU-2": 1000}
+
+    results = imp.batch(row(1), row(2), row(3), row(4))
+
+    assert [(r.outcome, r.reason) for r in results] == [
+        (Outcome.COMPLETED, None),
+        (Outcome.ABANDONED, "CatalogUnavailable"),
+        (Outcome.ABANDONED, "EarlierMessageHandedBack"),
+        (Outcome.ABANDONED, "EarlierMessageHandedBack"),
     ]
-    assert imp.sleeps == [0.5]  # the retried row's backoff; the unrun rows wait for nothing
     assert imp.catalog.writes == [["SKU-1"]]
     state = json.loads(imp.actions.state or b"")
     assert state["next_step"] == 2
-    assert state["attempts"]["failed"] == 1
+    assert state["attempts"]["failed"] >= 2 and state["attempts_since"] == NOW.isoformat()
 
     imp.catalog.fail_many = False
-    imp.catalog.fail_one = set()
+    imp.catalog.fail_one = {}
     again = imp.batch(row(2), row(3), row(4))
 
     assert [r.outcome for r in again] == [Outcome.COMPLETED] * 3

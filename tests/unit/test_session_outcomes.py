@@ -26,7 +26,7 @@ def run_session(policy: FailurePolicy, tasks: Tasks, **behaviour: Any) -> InMemo
         pipeline="demo",
         tasks={name: tasks.make(name) for name in TASK_NAMES},
         policy=policy,
-        retry=RetryPolicy(max_attempts=1),
+        retry=RetryPolicy(window=0),
         sleep=lambda _: None,
         clock=lambda: NOW,
         outcomes=outcomes,

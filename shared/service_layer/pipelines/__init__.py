@@ -20,12 +20,13 @@ import os
 import pkgutil
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from ...domain.envelope import TaskMessage
 from ...domain.pipelines import FailurePolicy, job_messages
+from ...domain.retries import RetryPolicy
 
 if TYPE_CHECKING:
     from ...bootstrap import Container
@@ -52,6 +53,11 @@ class Pipeline:
     ``GET /api/<route>/{job_id}`` (and replays point there); unless ``own_routes``, the
     generic start route ``POST /api/<route>`` serves it too.
 
+    ``retry``: transient failures of a task (Storage, Service Bus or a provider out of reach)
+    are waited out for ``retry.window`` seconds from the first, holding the session, with a
+    backoff capped at ``retry.max_backoff``; then the session fails, saying what was out of
+    reach and since when.
+
     ``batch``: the trigger takes a session's messages in batches (``cardinality="many"``, up
     to host.json's ``maxMessageBatchSize``), each message still run, settled and told one by
     one; the tasks it returns (``BatchTask``, by task name) write the consecutive good messages
@@ -73,6 +79,9 @@ class Pipeline:
     batch_triggers: int = 1
     route: str | None = None
     own_routes: bool = False  # an entrypoint module of its own serves ``route``
+    # How long a task that fails transiently is tried again before its session fails, and
+    # the backoff between tries (TASK_RETRY_* settings override it; docs/processor.md).
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
     # Where the pipeline is listed among the others (the archive's runs, the overview's
     # queues): lower first, then by name.
     listed: int = 100
