@@ -18,6 +18,7 @@ from shared.entrypoints import (
     imports_http,
     orders_http,
     overview_http,
+    pipeline_controls_http,
     pipeline_http,
     replay_queue,
     session_queues,
@@ -34,5 +35,6 @@ app.register_functions(failed_sessions_http.bp)
 app.register_functions(replay_queue.bp)
 app.register_functions(imports_http.bp)
 app.register_functions(overview_http.bp)
+app.register_functions(pipeline_controls_http.bp)
 for console_blueprint in console.BLUEPRINTS:
     app.register_functions(console_blueprint)

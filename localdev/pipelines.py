@@ -38,7 +38,7 @@ SESSION_QUEUE_PROPERTIES: dict[str, Any] = {
     "ForwardDeadLetteredMessagesTo": "",
     "ForwardTo": "",
     "LockDuration": "PT1M",
-    "MaxDeliveryCount": 10,
+    "MaxDeliveryCount": 50,
     "RequiresDuplicateDetection": True,
     "RequiresSession": True,
 }

@@ -33,9 +33,13 @@ resource queues 'Microsoft.ServiceBus/namespaces/queues@2022-10-01-preview' = [f
   name: queueName
   properties: {
     requiresSession: true
-    maxDeliveryCount: 10
+    // The app gives up on a transient failure by time (each pipeline's retry window), waiting
+    // inside the invocation; a message is handed back (one delivery) only after an invocation
+    // held it TASK_HOLD_SECONDS. MaxDeliveryCount is left for a long manual pause (about 4
+    // hours at 5 minutes a delivery) and for a task that kills its worker every time.
+    maxDeliveryCount: 50
     // A task (a PDF, an SMTP send, a table batch) finishes well inside a minute; the
-    // Functions host renews the session lock while it runs.
+    // Functions host renews the session lock while it runs, and the app while it waits.
     lockDuration: 'PT1M'
     // Message ids are deterministic per order/import row, so a re-run Spark job (hours
     // later) sends no task twice.

@@ -23,8 +23,10 @@ from ..service_layer.history import Progress
 from ..service_layer.idempotency import IdempotentRequests
 from ..service_layer.orders import OrderLookup
 from ..service_layer.overview import Sources
+from ..service_layer.pauses import PipelineControls
 from ..service_layer.pipelines import Pipeline, registry
 from ..service_layer.processor import SessionProcessor
+from ..telemetry.setup import telemetry
 from . import parts as adapters
 from .operator_desk import OperatorDesk
 
@@ -145,6 +147,11 @@ class Container:
     settings: Part[Settings] = Part(lambda c: Settings.from_env())
     # Each declared pipeline's pause and circuit in this process, by the pipeline's name.
     gates: Part[Gates] = Part(lambda c: _gates(c))
+    pipeline_controls: Part[PipelineControls] = Part(
+        lambda c: PipelineControls(
+            dict(c.settings.queues), c.pipeline_pauses, c.gates, c.audit_trail
+        )
+    )
     # One processor per declared pipeline, by the pipeline's name, each built on its first use.
     processors: Part[Mapping[str, SessionProcessor]] = Part(lambda c: _Processors(c))
     idempotent_requests: Part[IdempotentRequests] = Part(
@@ -261,7 +268,7 @@ class _Processors(Mapping[str, SessionProcessor]):
 
 
 def _gates(c: Container) -> Gates:
-    return Gates(
+    gates = Gates(
         PipelineGate(
             Circuit(
                 p.name,
@@ -272,6 +279,10 @@ def _gates(c: Container) -> Gates:
         )
         for p in registry()
     )
+    metrics = telemetry().metrics
+    if metrics is not None:
+        metrics.observe_paused(gates.readings)
+    return gates
 
 
 def _processor(c: Container, pipeline: Pipeline) -> SessionProcessor:

@@ -12,7 +12,9 @@ from .errors import InvalidInput
 
 NOTE_MAX = 2000
 
-Action = Literal["replay", "edit-and-replay", "resolve", "bulk-replay", "bulk-resolve"]
+Action = Literal[
+    "replay", "edit-and-replay", "resolve", "bulk-replay", "bulk-resolve", "pause", "resume"
+]
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ..domain.confirmations import Preview
+from ..domain.pauses import Paused
 from ..service_layer.history import SessionHistory
 from ..service_layer.overview import Overview
 from ..service_layer.resolve import Resolution
@@ -32,13 +33,33 @@ def preview_view(preview: Preview) -> dict[str, Any]:
 
 
 def overview_view(overview: Overview) -> dict[str, Any]:
+    """What could not be read is null; ``unavailable`` names the services out of reach."""
+    imports = overview.imports
     return {
-        "orders": asdict(overview.orders),
-        "imports_in_progress": [asdict(job) for job in overview.imports],
+        "orders": asdict(overview.orders) if overview.orders is not None else None,
+        "imports_in_progress": [asdict(job) for job in imports] if imports is not None else None,
         "failed_sessions": overview.failed,
         "replayed_sessions": overview.replayed,
         "resolved_sessions": overview.resolved,
         "dead_letters_waiting": overview.waiting,
-        "pipelines": [asdict(counts) for counts in overview.pipelines],
+        "pipelines": [
+            {**asdict(counts), "paused": pause_view(counts.paused)} for counts in overview.pipelines
+        ],
         "failure_groups": [asdict(group) for group in overview.groups],
+        "unavailable": list(overview.unavailable),
+    }
+
+
+def pause_view(paused: Paused | None) -> dict[str, Any] | None:
+    """A pipeline's pause: ``cause`` circuit (``dependency`` out of reach ``since``) or
+    manual (``by`` whom, ``note``), and ``summary``, one line for a person."""
+    if paused is None:
+        return None
+    return {
+        "cause": paused.cause,
+        "since": paused.since,
+        "dependency": paused.dependency,
+        "by": paused.by,
+        "note": paused.note,
+        "summary": paused.summary,
     }

@@ -20,5 +20,9 @@ def get_overview(req: func.HttpRequest) -> func.HttpResponse:
     c = container()
     return json_response(
         200,
-        overview_view(overview(c.overview_sources, c.session_queues, pipelines=c.settings.queues)),
+        overview_view(
+            overview(
+                c.overview_sources, c.session_queues, pipelines=c.settings.queues, gates=c.gates
+            )
+        ),
     )

@@ -224,3 +224,12 @@ class Gates(Mapping[str, PipelineGate]):
     def paused(self) -> dict[str, Paused]:
         """Every paused pipeline, by name."""
         return {name: p for name, gate in self._gates.items() if (p := gate.paused()) is not None}
+
+    def readings(self) -> dict[str, tuple[str, str] | None]:
+        """Each pipeline's pause as the ``pipeline.paused`` gauge reports it: (cause,
+        dependency), or None while it runs."""
+        paused = self.paused()
+        return {
+            name: (p.cause, p.dependency or "") if (p := paused.get(name)) else None
+            for name in self._gates
+        }

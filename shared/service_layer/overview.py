@@ -1,19 +1,28 @@
 """The console's front page in one read: orders in flight and completed, import jobs still
 running, failed sessions by group, how many were replayed or resolved, each declared pipeline
-with its queue, its failed sessions and its dead letters still waiting for the archive timer."""
+with its queue, whether it is paused (and why), its failed sessions and its dead letters still
+waiting for the archive timer.
+
+During an outage the overview still answers: what could not be read is None (shown as
+unknown) and the service out of reach is named in ``unavailable``; the pauses come from this
+process's gates, which need nothing an outage can take away."""
 
 from __future__ import annotations
 
 import functools
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..domain.archive import FAILED, REPLAYED, RESOLVED
+from ..domain.errors import PipelineError
 from ..domain.import_jobs import ImportJobStatus, import_job_status
 from ..domain.order_status import OrderRecord, order_status
+from ..domain.pauses import Paused
 from ..domain.pipelines import PURCHASE_TASKS
+from .circuits import Gates
 from .failed_sessions import FailureGroup, group_by_status
 from .operator_ports import DeadLetterCounter
 from .ports import DeadLetterArchive, ImportManifests, ImportProgress, OrderProgress
@@ -35,20 +44,25 @@ class Orders:
 class PipelineCounts:
     pipeline: str
     queue: str
-    failed: int  # failed sessions not replayed or resolved
-    waiting: int  # dead letters not archived yet (at most WAITING_COUNT_MAX)
+    failed: int | None  # failed sessions not replayed or resolved
+    waiting: int | None  # dead letters not archived yet (at most WAITING_COUNT_MAX)
+    paused: Paused | None = None  # why its tasks do not run now
 
 
 @dataclass(frozen=True)
 class Overview:
-    orders: Orders
-    imports: list[ImportJobStatus]  # jobs whose rows are not all imported or failed yet
+    """What could not be read (its service named in ``unavailable``) is None, or empty."""
+
+    orders: Orders | None
+    imports: list[ImportJobStatus] | None  # jobs whose rows are not all imported or failed yet
     groups: list[FailureGroup]
-    failed: int
-    replayed: int
-    resolved: int
-    waiting: dict[str, int]  # queue -> dead letters not archived yet (at most WAITING_COUNT_MAX)
+    failed: int | None
+    replayed: int | None
+    resolved: int | None
+    # queue -> dead letters not archived yet (at most WAITING_COUNT_MAX)
+    waiting: dict[str, int | None]
     pipelines: list[PipelineCounts]  # each declared pipeline, in the registry's order
+    unavailable: tuple[str, ...] = ()  # the services that could not be read, e.g. Table Storage
 
 
 @dataclass(frozen=True)
@@ -63,16 +77,23 @@ class Sources:
 
 
 def overview(
-    sources: Sources, queues: Sequence[str], *, pipelines: Mapping[str, str] | None = None
+    sources: Sources,
+    queues: Sequence[str],
+    *,
+    pipelines: Mapping[str, str] | None = None,
+    gates: Gates | None = None,
 ) -> Overview:
     """``queues``: the session queues whose waiting dead letters are counted; ``pipelines``:
-    each declared pipeline's queue, by the pipeline's name (``Settings.queues``).
+    each declared pipeline's queue, by the pipeline's name (``Settings.queues``); ``gates``:
+    their pauses and circuits in this process.
 
     Each source is read once, the reads side by side (each is a round trip or a few to a
     different table or queue), so the page takes as long as its slowest read, not their sum.
-    A read that fails fails the overview with its error."""
+    A read that fails because its service is out of reach leaves its part unknown (None) and
+    names the service; any other error fails the overview."""
     declared = dict(pipelines or {})
     counted = list(dict.fromkeys([*queues, *declared.values()]))
+    unavailable: dict[str, None] = {}
     with ThreadPoolExecutor(max_workers=3 + len(counted), thread_name_prefix="overview") as pool:
         orders = pool.submit(count_orders, sources.orders)
         imports = pool.submit(imports_in_progress, sources.manifests, sources.imports)
@@ -80,12 +101,13 @@ def overview(
         waiting_of = {
             q: pool.submit(sources.counter.waiting, q, up_to=WAITING_COUNT_MAX) for q in counted
         }
-        groups = by_status.result()
-        failed = groups.get(FAILED, [])
-        waiting = {q: count.result() for q, count in waiting_of.items()}
+        groups = _read(by_status, unavailable)
+        failed = groups.get(FAILED, []) if groups is not None else []
+        waiting = {q: _read(count, unavailable) for q, count in waiting_of.items()}
+        paused = gates.paused() if gates is not None else {}
         return Overview(
-            orders=orders.result(),
-            imports=imports.result(),
+            orders=_read(orders, unavailable),
+            imports=_read(imports, unavailable),
             groups=failed,
             failed=_sessions(groups, FAILED),
             replayed=_sessions(groups, REPLAYED),
@@ -95,15 +117,38 @@ def overview(
                 PipelineCounts(
                     pipeline=name,
                     queue=queue,
-                    failed=sum(g.sessions for g in failed if g.queue == queue),
+                    failed=(
+                        sum(g.sessions for g in failed if g.queue == queue)
+                        if groups is not None
+                        else None
+                    ),
                     waiting=waiting[queue],
+                    paused=paused.get(name),
                 )
                 for name, queue in declared.items()
             ],
+            unavailable=tuple(unavailable),
         )
 
 
-def _sessions(groups: dict[str, list[FailureGroup]], status: str) -> int:
+T = TypeVar("T")
+
+
+def _read(future: Future[T], unavailable: dict[str, None]) -> T | None:
+    """The read's result; None when its service was out of reach (named in
+    ``unavailable``)."""
+    try:
+        return future.result()
+    except PipelineError as error:
+        if not error.retryable:
+            raise
+        unavailable[getattr(error, "dependency", None) or type(error).__name__] = None
+        return None
+
+
+def _sessions(groups: dict[str, list[FailureGroup]] | None, status: str) -> int | None:
+    if groups is None:
+        return None
     return sum(g.sessions for g in groups.get(status, []))
 
 

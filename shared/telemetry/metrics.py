@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from opentelemetry.metrics import Meter
+from collections.abc import Callable, Iterable, Mapping
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 # Seconds, from 5 ms to a minute: a task is a table write or two, or a PDF and an e-mail.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -26,7 +28,13 @@ DESCRIPTIONS = {
     "storage.requests": (
         "HTTP requests to Storage, retries included, by table, container or queue and by kind."
     ),
+    "pipeline.paused": (
+        "1 while a pipeline is paused in this process (by its circuit or an operator), else 0."
+    ),
 }
+
+# A pipeline's pause as the gauge reports it: (cause, dependency), or None while it runs.
+PauseReading = tuple[str, str] | None
 
 
 class PipelineMetrics:
@@ -57,3 +65,21 @@ class PipelineMetrics:
         self.storage_requests = meter.create_counter(
             "storage.requests", unit="{request}", description=DESCRIPTIONS["storage.requests"]
         )
+        self._pauses: list[Callable[[], Mapping[str, PauseReading]]] = []
+        self.paused = meter.create_observable_gauge(
+            "pipeline.paused",
+            callbacks=[self._observe_paused],
+            unit="{pipeline}",
+            description=DESCRIPTIONS["pipeline.paused"],
+        )
+
+    def observe_paused(self, read: Callable[[], Mapping[str, PauseReading]]) -> None:
+        """Report ``read()``'s pipelines on the ``pipeline.paused`` gauge at each collection."""
+        self._pauses.append(read)
+
+    def _observe_paused(self, options: CallbackOptions) -> Iterable[Observation]:
+        for read in self._pauses:
+            for pipeline, pause in read().items():
+                cause, dependency = pause or ("", "")
+                attributes = {"pipeline": pipeline, "cause": cause, "dependency": dependency}
+                yield Observation(1 if pause else 0, attributes)

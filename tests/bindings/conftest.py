@@ -267,6 +267,7 @@ def storage_app(azurite_connection_string: str) -> Iterator[StorageApp]:
     from shared.adapters.table_audit import TableAuditTrail
     from shared.adapters.table_confirmations import TableConfirmations
     from shared.adapters.table_idempotency import TableIdempotencyRecords
+    from shared.adapters.table_pipeline_pauses import TablePipelinePauses
     from shared.adapters.table_replay_requests import TableReplayRequests
 
     storage = StorageConnectionSettings(connection_string=azurite_connection_string)
@@ -279,8 +280,9 @@ def storage_app(azurite_connection_string: str) -> Iterator[StorageApp]:
         f"idempotencykeys{suffix}",
         f"operatoraudit{suffix}",
         f"confirmations{suffix}",
+        f"pipelinepauses{suffix}",
     ]
-    rows, sessions, requests, keys, audit, tokens = (tables.create_table(n) for n in names)
+    rows, sessions, requests, keys, audit, tokens, pauses = (tables.create_table(n) for n in names)
     bodies = blobs.create_container(f"bodies-{suffix}")
     queue = replay_queue_client(queues.create_queue(f"replays-{suffix}"))
 
@@ -301,6 +303,7 @@ def storage_app(azurite_connection_string: str) -> Iterator[StorageApp]:
         idempotency_records=TableIdempotencyRecords(keys),
         audit_trail=TableAuditTrail(audit),
         confirmations=TableConfirmations(tokens),
+        pipeline_pauses=TablePipelinePauses(pauses),
         order_progress=InMemoryOrderProgress(),
         import_progress=InMemoryImportProgress(),
         import_manifests=InMemoryImportManifests(),

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
+from localdev.pipelines import SESSION_QUEUE_PROPERTIES
+from shared.domain.retries import DEFAULT_HOLD_SECONDS
+from shared.service_layer.pipelines import registry
+
 from .conftest import INFRA, ROOT
+
+MAX_DELIVERY_COUNT = SESSION_QUEUE_PROPERTIES["MaxDeliveryCount"]
 
 
 def _emulator_queues() -> dict[str, dict]:
@@ -38,14 +45,15 @@ def test_emulator_queues_match_the_local_settings_example() -> None:
 def test_emulator_queue_properties_match_infra() -> None:
     servicebus = (INFRA / "app" / "servicebus.bicep").read_text()
     assert "requiresSession: true" in servicebus
-    assert "maxDeliveryCount: 10" in servicebus
+    delivery = re.search(r"maxDeliveryCount: (\d+)", servicebus)
+    assert delivery and int(delivery.group(1)) == MAX_DELIVERY_COUNT
     assert "requiresDuplicateDetection: true" in servicebus
     assert "deadLetteringOnMessageExpiration: true" in servicebus
     lock = re.search(r"lockDuration: '(\w+)'", servicebus)
     assert lock
     for name, props in _emulator_queues().items():
         assert props["RequiresSession"] is True, name
-        assert props["MaxDeliveryCount"] == 10, name
+        assert props["MaxDeliveryCount"] == MAX_DELIVERY_COUNT, name
         assert props["RequiresDuplicateDetection"] is True, name
         assert props["DeadLetteringOnMessageExpiration"] is True, name
         assert props["LockDuration"] == lock.group(1), name
@@ -76,3 +84,12 @@ def test_compose_runs_the_emulator_on_a_supported_sql_server() -> None:
     assert re.search(r"^\s+image: mcr\.microsoft\.com/mssql/server:2022-latest$", compose, re.M)
     assert re.search(r"^\s+SQL_SERVER: mssql$", compose, re.M)
     assert re.search(r"^  mssql:$", compose, re.M)
+
+
+def test_a_retry_window_leaves_service_bus_max_delivery_count_out_of_reach() -> None:
+    # A message is handed back (one delivery) each time its invocation has held the session
+    # TASK_HOLD_SECONDS: a window takes a few deliveries, and the rest of MaxDeliveryCount is
+    # for a long manual pause and for tasks that kill their worker (docs/processor.md).
+    for pipeline in registry():
+        deliveries = math.ceil(pipeline.retry.window / DEFAULT_HOLD_SECONDS) + 1
+        assert deliveries * 5 <= MAX_DELIVERY_COUNT, pipeline.name

@@ -3,19 +3,26 @@ replayed and resolved sessions, and dead letters not archived yet."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
+from datetime import UTC, datetime
 
-from shared.domain.archive import RESOLVE, FailedSession, ReplayClaim
+from shared.domain.archive import RESOLVE, FailedSession, GroupKey, ReplayClaim
+from shared.domain.errors import ServiceUnavailable
 from shared.domain.import_jobs import JobManifest
-from shared.domain.order_status import StepOutcome
+from shared.domain.order_status import OrderRecord, StepOutcome
+from shared.domain.pauses import ManualPause
 from shared.domain.pipelines import PURCHASE_TASKS
+from shared.service_layer.circuits import Circuit, Gates, PipelineGate
 from shared.service_layer.overview import WAITING_COUNT_MAX, Sources, overview
 from tests.fakes import (
+    FakeTime,
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterCounter,
     InMemoryImportManifests,
     InMemoryImportProgress,
     InMemoryOrderProgress,
+    InMemoryPipelinePauses,
 )
 
 
@@ -64,6 +71,7 @@ def test_the_overview_counts_orders_imports_groups_and_what_waits_for_the_archiv
         pipelines={"purchase": "purchase-tasks", "product_import": "imports"},
     )
 
+    assert now.orders is not None and now.imports is not None
     assert (now.orders.in_flight, now.orders.completed, now.orders.failed) == (2, 1, 1)
     assert [(job.job_id, job.rows_imported, job.rows_pending) for job in now.imports] == [
         ("busy", 1, 2)
@@ -78,3 +86,58 @@ def test_the_overview_counts_orders_imports_groups_and_what_waits_for_the_archiv
         ("purchase", "purchase-tasks", 3, 4),
         ("product_import", "imports", 0, WAITING_COUNT_MAX),
     ]
+
+
+class OutOfReach(InMemoryOrderProgress):
+    def records(self, *, up_to: int) -> list[OrderRecord]:
+        raise ServiceUnavailable("Table Storage", "ServiceRequestError")
+
+
+class ArchiveOutOfReach(InMemoryDeadLetterArchive):
+    def count_sessions(self) -> Counter[GroupKey]:
+        raise ServiceUnavailable("Table Storage", "ServiceRequestError")
+
+
+def test_in_an_outage_the_overview_says_what_it_cannot_read_and_which_pipelines_are_paused() -> (
+    None
+):
+    time = FakeTime(datetime(2026, 11, 27, 12, 3, 10, tzinfo=UTC))
+    circuit = Circuit("purchase", threshold=2, clock=time.now, monotonic=time.monotonic)
+    pauses = InMemoryPipelinePauses()
+    pauses.pause("product_import", ManualPause("ada@example.com", "reindexing", "t0"))
+    gates = Gates(
+        [
+            PipelineGate(circuit, pauses, monotonic=time.monotonic),
+            PipelineGate(
+                Circuit("product_import", monotonic=time.monotonic),
+                pauses,
+                monotonic=time.monotonic,
+            ),
+        ]
+    )
+    circuit.failed("s-1", "Table Storage")
+    circuit.failed("s-2", "Table Storage")
+    counter = InMemoryDeadLetterCounter({"purchase-tasks": 0})
+
+    now = overview(
+        Sources(
+            ArchiveOutOfReach(),
+            counter,
+            OutOfReach(),
+            InMemoryImportManifests(),
+            InMemoryImportProgress(),
+        ),
+        ["purchase-tasks"],
+        pipelines={"purchase": "purchase-tasks", "product_import": "imports"},
+        gates=gates,
+    )
+
+    assert now.unavailable == ("Table Storage",)
+    assert (now.orders, now.failed, now.replayed) == (None, None, None)
+    assert now.imports == []  # read: the manifests answered
+    purchase, product_import = now.pipelines
+    assert (purchase.failed, purchase.waiting) == (None, 0)
+    assert purchase.paused is not None
+    assert purchase.paused.summary == ("Table Storage unreachable since 2026-11-27T12:03:10+00:00")
+    assert product_import.paused is not None
+    assert product_import.paused.summary == "paused by ada@example.com since t0: reindexing"

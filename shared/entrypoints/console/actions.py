@@ -66,6 +66,21 @@ def console_resolve(visit: Visit) -> func.HttpResponse:
     return _act_on_session(visit, OperatorDesk.resolve)
 
 
+@bp.route(
+    route="console/pipelines/{pipeline}/{action:regex(^(pause|resume)$)}",
+    methods=["POST"],
+    auth_level=ANONYMOUS,
+)
+@console_view
+def console_pause(visit: Visit) -> func.HttpResponse:
+    """Pause or resume a pipeline, with a required note; then the overview, which shows it."""
+    pipeline = route_value(visit.req, "pipeline")
+    controls = container().pipeline_controls
+    act = controls.pause if route_value(visit.req, "action") == "pause" else controls.resume
+    act(pipeline, who=visit.operator.name, note=visit.form.get("note"))
+    return redirect(visit.base)
+
+
 def _act_on_session(
     visit: Visit, act: Callable[[OperatorDesk, str, Ask], object]
 ) -> func.HttpResponse:

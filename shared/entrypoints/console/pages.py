@@ -28,13 +28,14 @@ bp = func.Blueprint()
 @console_view
 def console_overview(visit: Visit) -> func.HttpResponse:
     c = container()
-    now = overview(c.overview_sources, c.session_queues, pipelines=c.settings.queues)
+    now = overview(c.overview_sources, c.session_queues, pipelines=c.settings.queues, gates=c.gates)
     return visit.page(
         "overview.html",
         overview=now,
         groups=now.groups,
         waiting_max=WAITING_COUNT_MAX,
         orders_max=ORDERS_COUNTED_MAX,
+        hold_minutes=round(c.settings.task_hold_seconds / 60),
     )
 
 
