@@ -24,7 +24,7 @@ from shared.domain.payments import Charge, PaymentDeclined, PaymentProviderUnava
 from shared.domain.products import Product
 from shared.domain.receipts import Receipt
 from shared.domain.replays import BulkAction, ReplayRequest, ReplayRequestNotFound
-from shared.domain.session_outcomes import SessionOutcome
+from shared.domain.session_outcomes import ACCEPTED, SessionOutcome
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.ports import DeadLetter, Email, OutgoingMessage, Page, RowOutcome
 
@@ -425,6 +425,9 @@ class InMemoryOrderProgress:
     def accept(self, job_id: str, session_id: str, at: str) -> None:
         self.accepted[job_id] = (session_id, at)
 
+    def withdraw(self, job_id: str, session_id: str) -> None:
+        self.accepted.pop(job_id, None)
+
     def record(self, job_id: str, outcome: StepOutcome) -> None:
         self.steps.setdefault(job_id, {})[outcome.step] = outcome
 
@@ -492,6 +495,11 @@ class InMemorySessionOutcomes:
 
     def accept(self, outcome: SessionOutcome) -> None:
         self.outcomes.setdefault((outcome.job_id, outcome.session_id), outcome)
+
+    def withdraw(self, job_id: str, session_id: str) -> None:
+        found = self.outcomes.get((job_id, session_id))
+        if found is not None and found.status == ACCEPTED:
+            del self.outcomes[(job_id, session_id)]
 
     def find(self, job_id: str, session_id: str) -> SessionOutcome | None:
         return self.outcomes.get((job_id, session_id))

@@ -13,10 +13,14 @@ from azure.servicebus import (
     ServiceBusMessageBatch,
     ServiceBusSender,
 )
-from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusError
+from azure.servicebus.exceptions import (
+    MessageSizeExceededError,
+    OperationTimeoutError,
+    ServiceBusError,
+)
 
 from ..domain.envelope import CONTENT_TYPE, TaskMessage
-from ..domain.errors import SessionTooLarge
+from ..domain.errors import SendUnconfirmed, SessionTooLarge
 from ..service_layer.ports import OutgoingMessage
 from ..telemetry.context import sending_trace_properties
 from .azure_errors import SERVICE_BUS, translated
@@ -81,7 +85,11 @@ class ServiceBusTaskSender:
         with self._senders.sender(queue_name) as sender:
             batch = sender.create_message_batch()
             fill_batch(batch, session_id, messages)
-            sender.send_messages(batch)
+            try:
+                sender.send_messages(batch)
+            except OperationTimeoutError as error:
+                # The batch may have reached the queue: only the confirmation is missing.
+                raise SendUnconfirmed(type(error).__name__) from error
 
 
 def to_service_bus_message(

@@ -42,6 +42,10 @@ class TableOrderProgress:
         )
 
     @translated(TABLE_STORAGE)
+    def withdraw(self, job_id: str, session_id: str) -> None:
+        self._table.delete_entity(table_key(job_id), _ACCEPTED)
+
+    @translated(TABLE_STORAGE)
     def record(self, job_id: str, outcome: StepOutcome) -> None:
         entity: dict[str, Any] = {
             "PartitionKey": table_key(job_id),

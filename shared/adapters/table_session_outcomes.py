@@ -7,10 +7,15 @@ from __future__ import annotations
 import contextlib
 from typing import Any, cast
 
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.core import MatchConditions
+from azure.core.exceptions import (
+    ResourceExistsError,
+    ResourceModifiedError,
+    ResourceNotFoundError,
+)
 from azure.data.tables import TableClient, UpdateMode
 
-from ..domain.session_outcomes import SessionOutcome, SessionStatus
+from ..domain.session_outcomes import ACCEPTED, SessionOutcome, SessionStatus
 from .azure_errors import TABLE_STORAGE, translated
 from .table_keys import table_key
 
@@ -31,6 +36,22 @@ class TableSessionOutcomes:
     def accept(self, outcome: SessionOutcome) -> None:
         with contextlib.suppress(ResourceExistsError):
             self._table.create_entity(_entity(outcome))
+
+    @translated(TABLE_STORAGE)
+    def withdraw(self, job_id: str, session_id: str) -> None:
+        try:
+            entity = self._table.get_entity(table_key(job_id), table_key(session_id))
+        except ResourceNotFoundError:
+            return
+        if _outcome(entity).status != ACCEPTED:
+            return  # the session ran: its outcome stays
+        with contextlib.suppress(ResourceModifiedError):  # it just ended after all
+            self._table.delete_entity(
+                entity["PartitionKey"],
+                entity["RowKey"],
+                etag=entity.metadata["etag"],
+                match_condition=MatchConditions.IfNotModified,
+            )
 
     @translated(TABLE_STORAGE)
     def find(self, job_id: str, session_id: str) -> SessionOutcome | None:

@@ -99,6 +99,20 @@ class ServiceUnavailable(PipelineError):
         return "".join(w[:1].upper() + w[1:] for w in words if w != "the") + "Unavailable"
 
 
+class SendUnconfirmed(ServiceUnavailable):
+    """Service Bus took a send but did not confirm it in time: the messages may have gone
+    out. ``job_id`` names the job they belong to, once known, so the caller can look before
+    it sends again."""
+
+    def __init__(self, detail: str, *, job_id: str | None = None) -> None:
+        super().__init__("Service Bus", detail)
+        self.job_id = job_id
+
+    @property
+    def members(self) -> Mapping[str, Any]:
+        return {"job_id": self.job_id} if self.job_id else {}
+
+
 class SessionLocked(Conflict):
     """Another receiver holds the session's lock (the processor is running it, or another
     request is setting it up); it is released when that work ends."""

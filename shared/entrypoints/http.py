@@ -24,6 +24,7 @@ from ..domain.errors import (
     InvalidInput,
     NotFound,
     PipelineError,
+    SendUnconfirmed,
     ServiceUnavailable,
     TooLarge,
     Unprocessable,
@@ -94,6 +95,13 @@ def detail_of(error: PipelineError) -> str:
     """What a caller is told to do about the error."""
     if isinstance(error, InvalidInput):
         return f"{error.field} {error.problem}"
+    if isinstance(error, SendUnconfirmed):
+        return (
+            f"{error} Service Bus did not confirm the send: the messages may have gone out"
+            + (f" (job {error.job_id}, whose status says whether it runs)" if error.job_id else "")
+            + ". Retry with the same Idempotency-Key, which repeats nothing; a retry without "
+            "one may start the work twice."
+        )
     if isinstance(error, ServiceUnavailable):
         return (
             f"{error} Retry in {RETRY_AFTER_SECONDS} seconds, with the same Idempotency-Key "

@@ -37,7 +37,7 @@ def submit_order_http(req: func.HttpRequest) -> func.HttpResponse:
         document,
         sender=c.task_sender,
         queue_name=c.settings.queue_of(PURCHASE),
-        accepted=c.order_progress.accept,
+        acceptance=c.order_progress,
         idempotency_key=key,
         requests=c.idempotent_requests,
     )

@@ -12,7 +12,7 @@ from typing import Any
 import azure.functions as func
 
 from ..bootstrap import container
-from ..service_layer.jobs import JobState, get_job, session_accepted, start_job
+from ..service_layer.jobs import JobState, SessionAcceptance, get_job, start_job
 from ..service_layer.pipelines import Pipeline, registry
 from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import header_key, json_body, route_value
@@ -41,7 +41,7 @@ def pipeline_routes(pipeline: Pipeline, route: str) -> None:
             document,
             sender=c.task_sender,
             queue_name=c.settings.queue_of(pipeline.name),
-            accepted=session_accepted(c.session_outcomes, pipeline),
+            acceptance=SessionAcceptance(c.session_outcomes, pipeline),
             idempotency_key=header_key(req),
             requests=c.idempotent_requests,
         )

@@ -2,11 +2,12 @@
 
 The first request with a key inserts its record, in flight, and runs; when it succeeds its
 result is stored and every repeat with the same fingerprint gets that result without running
-anything; when it fails the record is deleted, so the key can be tried again. The insert is
-the lock: of concurrent requests with one key exactly one runs, the others are refused with
-``IdempotencyKeyInFlight`` (409). A record left in flight longer than ``lease`` (its request
-died) is taken over by the next request with the key, conditionally on its ETag, so again
-exactly one runs.
+anything (a result that cannot be stored is still the answer: the key stays in flight until
+its lease ends); when it fails the record is deleted, so the key can be tried again. The
+insert is the lock: of concurrent requests with one key exactly one runs, the others are
+refused with ``IdempotencyKeyInFlight`` (409). A record left in flight longer than ``lease``
+(its request died) is taken over by the next request with the key, conditionally on its ETag,
+so again exactly one runs.
 """
 
 from __future__ import annotations
@@ -70,5 +71,13 @@ class IdempotentRequests:
             with contextlib.suppress(PipelineError):
                 self._records.release(scope, key, record)
             raise
-        self._records.finish(scope, key, replace(record, result=dict(result)))
+        try:
+            self._records.finish(scope, key, replace(record, result=dict(result)))
+        except PipelineError as error:
+            if not error.retryable:
+                raise
+            # The action happened: its result is the answer. A repeat gets 409 until the
+            # key's lease ends, then takes the key over and runs the action again, which
+            # repeats nothing (a job's ids derive from the key: duplicate detection).
+            logger.warning("The result of %s key %r could not be stored: %s", scope, key, error)
         return result

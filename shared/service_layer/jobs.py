@@ -5,11 +5,13 @@ purchase's ``POST /api/orders`` (``shared.entrypoints.orders_http``) starts its 
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from ..domain.errors import PipelineError, SendUnconfirmed
 from ..domain.idempotency import fingerprint
 from ..domain.session_outcomes import (
     ACCEPTED,
@@ -22,6 +24,8 @@ from .clock import Clock, utc_now
 from .idempotency import IdempotentRequests
 from .pipelines import Pipeline
 from .ports import SessionOutcomes, TaskSender
+
+logger = logging.getLogger(__name__)
 
 # Fixed namespace: the same pipeline and Idempotency-Key always yield the same job id.
 _JOB_NAMESPACE = uuid.UUID("0b6f3c1e-2f4e-4d8e-9a57-7d1f2b8c4e90")
@@ -44,18 +48,28 @@ class JobState:
     sessions: tuple[SessionOutcome, ...]  # the first session, then its replays
 
 
-# Records a job as accepted: (job id, session id, when).
-Accepted = Callable[[str, str, str], None]
+class Acceptance(Protocol):
+    """Where a job is recorded as accepted before its messages are sent (so a job that went
+    out is always known), and forgotten again when they could not be sent."""
+
+    def accept(self, job_id: str, session_id: str, at: str) -> None: ...
+
+    def withdraw(self, job_id: str, session_id: str) -> None: ...
 
 
-def session_accepted(outcomes: SessionOutcomes, pipeline: Pipeline) -> Accepted:
-    """Records a job of ``pipeline`` as accepted in the session outcomes, where
-    ``get_job`` reads it until the processor records how the session ended."""
+@dataclass(frozen=True)
+class SessionAcceptance:
+    """A job of ``pipeline`` accepted in the session outcomes, where ``get_job`` reads it
+    until the processor records how the session ended."""
 
-    def accept(job_id: str, session_id: str, at: str) -> None:
-        outcomes.accept(SessionOutcome(job_id, session_id, pipeline.name, ACCEPTED, at))
+    outcomes: SessionOutcomes
+    pipeline: Pipeline
 
-    return accept
+    def accept(self, job_id: str, session_id: str, at: str) -> None:
+        self.outcomes.accept(SessionOutcome(job_id, session_id, self.pipeline.name, ACCEPTED, at))
+
+    def withdraw(self, job_id: str, session_id: str) -> None:
+        self.outcomes.withdraw(job_id, session_id)
 
 
 def start_job(
@@ -64,17 +78,19 @@ def start_job(
     *,
     sender: TaskSender,
     queue_name: str,
-    accepted: Accepted | None = None,
+    acceptance: Acceptance | None = None,
     idempotency_key: str | None = None,
     requests: IdempotentRequests | None = None,
     clock: Clock = utc_now,
 ) -> StartedJob:
     """Check the payload with the pipeline's ``check_payload`` (``InvalidInput`` naming the
-    field, before anything is sent), enqueue every task as one session carrying the payload
-    (the mapping the check returns, its canonical form, else the document as given), then
-    record the job with ``accepted``: in the session outcomes (``session_accepted``) for the
-    generic status route, in the order progress for an order. An accepted job was enqueued:
-    nothing is recorded when the send fails.
+    field, before anything is sent), record the job as accepted with ``acceptance`` (in the
+    session outcomes, ``SessionAcceptance``, for the generic status route; in the order
+    progress for an order), then enqueue every task as one session carrying the payload (the
+    mapping the check returns, its canonical form, else the document as given). A job whose
+    messages went out is therefore always known to its status route; when the record cannot
+    be written nothing is sent, and when the send fails the record is withdrawn (a send is
+    all or nothing: the session's messages go in one batch).
 
     With an Idempotency-Key the job id derives from the pipeline and the key, so the same
     message ids go out again and duplicate detection drops a repeat; with ``requests`` too,
@@ -87,9 +103,17 @@ def start_job(
 
     def start(job_id: str) -> StartedJob:
         messages = pipeline.messages(job_id, payload)
-        sender.send_session(queue_name, job_id, messages)
-        if accepted is not None:
-            accepted(job_id, job_id, clock().isoformat())
+        if acceptance is not None:
+            acceptance.accept(job_id, job_id, clock().isoformat())
+        try:
+            sender.send_session(queue_name, job_id, messages)
+        except SendUnconfirmed as error:
+            # The job may run: it stays accepted, and the caller is told which it is.
+            raise SendUnconfirmed(str(error), job_id=job_id) from error
+        except Exception:
+            if acceptance is not None:
+                _withdraw(acceptance, job_id)
+            raise
         return StartedJob(job_id, job_id, queue_name, tuple(m.task for m in messages))
 
     if not idempotency_key:
@@ -120,3 +144,14 @@ def get_job(pipeline: Pipeline, outcomes: SessionOutcomes, job_id: str) -> JobSt
         reason=latest.reason if status == "failed" else None,
         sessions=tuple(sessions),
     )
+
+
+def _withdraw(acceptance: Acceptance, job_id: str) -> None:
+    """Forget the acceptance of a job whose send failed; when that fails too, the record
+    says accepted for a job that never ran, which is logged (its status stays "accepted")."""
+    try:
+        acceptance.withdraw(job_id, job_id)
+    except PipelineError as error:
+        logger.warning(
+            "job=%s was not sent, and its acceptance could not be withdrawn: %s", job_id, error
+        )

@@ -321,7 +321,12 @@ class IdempotencyRecords(Protocol):
 
 class OrderProgress(Protocol):
     def accept(self, job_id: str, session_id: str, at: str) -> None:
-        """Record that the order was accepted (its tasks are enqueued); idempotent."""
+        """Record that the order was accepted (before its tasks are enqueued); idempotent."""
+        ...
+
+    def withdraw(self, job_id: str, session_id: str) -> None:
+        """Forget an acceptance whose tasks could not be enqueued; succeeds when there is
+        none."""
         ...
 
     def record(self, job_id: str, outcome: StepOutcome) -> None:
@@ -398,8 +403,13 @@ class SessionOutcomes(Protocol):
         ...
 
     def accept(self, outcome: SessionOutcome) -> None:
-        """Record a session just sent, unless it already ended (a fast processor may finish
-        it before its sender gets here): never overwrites."""
+        """Record a session about to be sent, unless it already ended (a repeated start of a
+        job that ran): never overwrites."""
+        ...
+
+    def withdraw(self, job_id: str, session_id: str) -> None:
+        """Forget a session recorded as accepted whose messages could not be sent: only
+        while it is still accepted (never an outcome); succeeds when there is none."""
         ...
 
     def find(self, job_id: str, session_id: str) -> SessionOutcome | None:

@@ -12,10 +12,12 @@ import pytest
 
 from shared.adapters.servicebus_sender import ServiceBusTaskSender
 from shared.domain.envelope import TaskMessage
-from shared.domain.errors import SessionTooLarge
+from shared.domain.errors import SendUnconfirmed, ServiceUnavailable, SessionTooLarge
+from shared.domain.idempotency import IdempotencyRecord
 from shared.domain.pipelines import PURCHASE_TASKS
 from shared.entrypoints.orders_http import submit_order_http
 from tests.builders import order_document
+from tests.fakes import InMemoryIdempotencyRecords, InMemoryOrderProgress
 from tests.outages import unreachable_service_bus
 
 from .conftest import Twins
@@ -143,3 +145,86 @@ def test_an_order_whose_tasks_do_not_fit_in_one_batch_is_a_413(twins: Twins) -> 
     document = _assert_problem(_post(ORDER), 413)
 
     assert "does not fit in one batch" in document["detail"]
+
+
+# -- what a 503 says is true: the acceptance is recorded before the send --------------------
+
+
+class AcceptanceDownOnce(InMemoryOrderProgress):
+    """Table Storage out of reach for the first acceptance."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = 1
+
+    def accept(self, job_id: str, session_id: str, at: str) -> None:
+        if self.down:
+            self.down -= 1
+            raise ServiceUnavailable("Table Storage", "ServiceRequestError")
+        super().accept(job_id, session_id, at)
+
+
+def test_an_acceptance_that_cannot_be_recorded_sends_nothing_and_a_retry_is_one_job(
+    twins: Twins,
+) -> None:
+    orders = AcceptanceDownOnce()
+    twins.container.override(order_progress=orders)
+
+    refused = _post(ORDER)  # no Idempotency-Key: each attempt is a new job id
+    again = _post(ORDER)
+
+    document = _assert_problem(refused, 503)
+    assert "nothing was done that the retry would do twice" in document["detail"]
+    assert again.status_code == 202
+    [(_, session_id, _)] = twins.sender.sessions  # one job, whatever the client retried
+    assert session_id == _json(again)["session_id"]
+    assert list(orders.accepted) == [session_id]
+
+
+def test_a_send_that_fails_withdraws_the_acceptance(twins: Twins) -> None:
+    twins.container.override(task_sender=ServiceBusTaskSender(unreachable_service_bus()))
+
+    _assert_problem(_post(ORDER), 503)
+
+    assert twins.orders.accepted == {}  # no job left "accepted" that never went out
+
+
+class Unconfirmed:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def send_session(
+        self, queue_name: str, session_id: str, messages: Sequence[TaskMessage]
+    ) -> None:
+        self.sent.append(session_id)
+        raise SendUnconfirmed("OperationTimeoutError")
+
+
+def test_a_send_service_bus_did_not_confirm_says_the_job_may_run_and_keeps_it_known(
+    twins: Twins,
+) -> None:
+    twins.container.override(task_sender=Unconfirmed())
+
+    document = _assert_problem(_post(ORDER, {"Idempotency-Key": "order-8"}), 503)
+
+    [job_id] = twins.orders.accepted
+    assert document["job_id"] == job_id
+    assert "may have gone out" in document["detail"] and job_id in document["detail"]
+    assert "nothing was done" not in document["detail"]
+
+
+class ResultNotStored(InMemoryIdempotencyRecords):
+    def finish(self, scope: str, key: str, record: IdempotencyRecord) -> None:
+        raise ServiceUnavailable("Table Storage", "ServiceRequestError")
+
+
+def test_a_started_order_whose_key_result_cannot_be_stored_is_still_a_202(twins: Twins) -> None:
+    twins.container.override(idempotency_records=ResultNotStored())
+
+    first = _post(ORDER, {"Idempotency-Key": "order-9"})
+    repeat = _post(ORDER, {"Idempotency-Key": "order-9"})
+
+    assert first.status_code == 202  # the job went out: the answer says so
+    assert len(twins.sender.sessions) == 1
+    assert repeat.status_code == 409 and repeat.headers["Retry-After"] == "5"  # in flight
+    assert len(twins.sender.sessions) == 1

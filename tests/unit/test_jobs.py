@@ -12,7 +12,7 @@ from shared.domain.errors import InvalidInput
 from shared.domain.idempotency import IdempotencyKeyReused
 from shared.domain.session_outcomes import JobNotFound, SessionOutcome
 from shared.service_layer.idempotency import IdempotentRequests
-from shared.service_layer.jobs import get_job, session_accepted, start_job
+from shared.service_layer.jobs import SessionAcceptance, get_job, start_job
 from shared.service_layer.pipelines import registry
 from tests.fakes import InMemoryIdempotencyRecords, InMemorySessionOutcomes, InMemoryTaskSender
 
@@ -29,7 +29,7 @@ def test_a_job_is_its_tasks_in_order_as_one_session_and_is_accepted_until_it_end
         CUSTOMER,
         sender=sender,
         queue_name="q",
-        accepted=session_accepted(outcomes, ONBOARDING),
+        acceptance=SessionAcceptance(outcomes, ONBOARDING),
         clock=lambda: T0,
     )
 
@@ -55,7 +55,7 @@ def test_a_payload_the_pipeline_refuses_is_refused_naming_the_field_and_nothing_
             {**CUSTOMER, "plan": "no spaces"},
             sender=sender,
             queue_name="q",
-            accepted=session_accepted(outcomes, ONBOARDING),
+            acceptance=SessionAcceptance(outcomes, ONBOARDING),
         )
 
     assert refused.value.field == "plan"
@@ -72,7 +72,7 @@ def test_a_repeated_idempotency_key_is_the_same_job_sent_once() -> None:
             payload,
             sender=sender,
             queue_name="q",
-            accepted=session_accepted(outcomes, ONBOARDING),
+            acceptance=SessionAcceptance(outcomes, ONBOARDING),
             idempotency_key="k-1",
             requests=requests,
         )

@@ -63,7 +63,7 @@ class Store:
             {**ORDER, **changes},
             sender=self.sender,
             queue_name="q",
-            accepted=self.progress.accept,
+            acceptance=self.progress,
         )
 
     def run(self, session_index: int, steps: int) -> None:
