@@ -26,6 +26,7 @@ from ..service_layer.overview import Sources
 from ..service_layer.pauses import PipelineControls
 from ..service_layer.pipelines import Pipeline, registry
 from ..service_layer.processor import SessionProcessor
+from ..service_layer.session_messages import Observer
 from ..telemetry.setup import telemetry
 from . import parts as adapters
 from .operator_desk import OperatorDesk
@@ -124,6 +125,12 @@ class Container:
     def session_queues(self) -> tuple[str, ...]:
         """Every declared pipeline's session queue."""
         return tuple(self.settings.queues.values())
+
+    @property
+    def queue_observers(self) -> dict[str, Observer]:
+        """Each declared pipeline's observer, by its session queue: what the archive tells of
+        the messages Service Bus dead-lettered itself."""
+        return {self.settings.queue_of(p.name): p.observer(self) for p in registry() if p.observer}
 
     def processor(self, pipeline: str) -> SessionProcessor:
         """The session processor of a declared pipeline (``processors``)."""

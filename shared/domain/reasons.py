@@ -19,3 +19,16 @@ UNHANDLED_ERROR = "UnhandledError"
 PIPELINE_PAUSED = "PipelinePaused"
 # Not a dead-letter reason: why a batch's message was handed back unrun (an earlier one was).
 EARLIER_MESSAGE_HANDED_BACK = "EarlierMessageHandedBack"
+
+# The reasons Service Bus itself dead-letters a message with (learn.microsoft.com, "Overview of
+# Service Bus dead-letter queues", "Moving messages to the DLQ"): no processor saw the outcome,
+# so the archive tells the pipeline's observer, and the job's counts stay exact.
+BROKER_REASONS = frozenset(
+    {
+        "MaxDeliveryCountExceeded",
+        "TTLExpiredException",
+        "HeaderSizeExceeded",
+        "Session ID is null",
+        "MaxTransferHopCountExceeded",
+    }
+)

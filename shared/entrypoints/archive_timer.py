@@ -25,6 +25,7 @@ def archive_dead_letters(timer: func.TimerRequest) -> None:
         queues=c.session_queues,
         max_messages=c.settings.archive_max_messages,
         max_seconds=c.settings.archive_max_seconds,
+        observers=c.queue_observers,
     )
     logger.info(
         "archive_dead_letters moved %d dead letter(s) (%s) in %d transaction(s)%s",

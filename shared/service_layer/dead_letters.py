@@ -2,7 +2,10 @@
 
 Each dead letter is completed only after its row is written (upsert), so a crash in between
 leaves the message in the dead-letter queue and the next run writes the same row again:
-nothing is lost and nothing is duplicated.
+nothing is lost and nothing is duplicated. A message Service Bus dead-lettered itself
+(``BROKER_REASONS``: no processor settled it) is also told to its pipeline's observer before
+it is completed, so an import's row counts and an order's steps record it as the processor
+records its own dead letters (an upsert: a run repeated after a crash records it again).
 """
 
 from __future__ import annotations
@@ -10,14 +13,18 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 from ..domain.archive import ArchivedMessage, MessageCopy, routing_of, summarize
+from ..domain.envelope import TaskMessage, parse_task_message
+from ..domain.errors import MalformedMessage
+from ..domain.reasons import BROKER_REASONS
 from ..telemetry.context import trace_id_of
 from ..telemetry.operations import count_archived, operation_span
 from .clock import Clock, utc_now
 from .ports import DeadLetter, DeadLetterArchive, DeadLetterSource
+from .session_messages import IncomingMessage, Observer, Outcome
 
 logger = logging.getLogger(__name__)
 
@@ -46,12 +53,22 @@ def archive_dead_letters(
     batch_size: int = 100,
     clock: Clock = utc_now,
     monotonic: Callable[[], float] = time.monotonic,
+    observers: Mapping[str, Observer] | None = None,
 ) -> ArchiveReport:
     """Archive at most ``max_messages`` dead letters, stopping after ``max_seconds``. The run
-    is a span; each archived row keeps the trace id its message was sent in."""
+    is a span; each archived row keeps the trace id its message was sent in. ``observers``:
+    each queue's pipeline observer, told of the messages Service Bus dead-lettered itself."""
     with operation_span("archive dead letters", attributes={"messaging.system": "servicebus"}):
         report = _archive(
-            source, archive, queues, max_messages, max_seconds, batch_size, clock, monotonic
+            source,
+            archive,
+            queues,
+            max_messages,
+            max_seconds,
+            batch_size,
+            clock,
+            monotonic,
+            observers or {},
         )
         logger.info(
             "Archived %d dead letter(s) from %s in %d transaction(s), %d session(s)%s",
@@ -73,6 +90,7 @@ def _archive(
     batch_size: int,
     clock: Clock,
     monotonic: Callable[[], float],
+    observers: Mapping[str, Observer],
 ) -> ArchiveReport:
     report = ArchiveReport()
     deadline = monotonic() + max_seconds
@@ -91,6 +109,8 @@ def _archive(
                     report.transactions += archive.save(rows)
                     if session_id is not None:
                         _refresh_summary(archive, session_id)
+                    if (observer := observers.get(queue)) is not None:
+                        _tell_broker_dead_letters(observer, group)
                     reader.complete(group)  # only after the rows are safely written
                     report.sessions.add(session_id)
                     report.moved[queue] += len(group)
@@ -98,6 +118,24 @@ def _archive(
         if report.stopped_early:
             break
     return report
+
+
+def _tell_broker_dead_letters(observer: Observer, letters: Sequence[DeadLetter]) -> None:
+    for letter in letters:
+        if letter.reason not in BROKER_REASONS or not letter.session_id:
+            continue
+        try:
+            message: TaskMessage | None = parse_task_message(letter.body)
+        except MalformedMessage:
+            message = None
+        incoming = IncomingMessage(
+            body=letter.body,
+            session_id=letter.session_id,
+            delivery_count=letter.delivery_count,
+            message_id=letter.message_id,
+            application_properties=dict(letter.application_properties),
+        )
+        observer(incoming, message, Outcome.DEAD_LETTERED, letter.reason)
 
 
 def _by_session(letters: Sequence[DeadLetter]) -> dict[str | None, list[DeadLetter]]:

@@ -31,6 +31,7 @@ from shared.service_layer.bulk_replay import (
 )
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.import_tasks import import_tasks
+from shared.service_layer.observers import import_progress_observer
 from shared.service_layer.ports import OutgoingMessage
 from shared.service_layer.processor import (
     FailurePolicy,
@@ -46,6 +47,7 @@ from tests.fakes import (
     InMemoryAuditTrail,
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterQueue,
+    InMemoryImportProgress,
     InMemoryProductCatalog,
     InMemoryReplayRequests,
     InMemoryResender,
@@ -653,3 +655,28 @@ def test_a_bulk_replay_run_again_reports_the_totals_of_one_run(world, dies_in) -
     replayed = sorted(sid for sid, s in archive.summaries.items() if s.status == "replayed")
     assert replayed == [f"pay-{n}" for n in range(5)]
     assert len(seen) == 5 * 3  # each message of each session sent once
+
+
+def test_a_row_service_bus_dead_lettered_itself_counts_as_failed_in_its_jobs_progress(
+    world,
+) -> None:
+    dlq, archive = world
+    progress = InMemoryImportProgress()
+    broker = import_row("imp-9", 4)  # never settled by the processor: the broker gave up
+    app = import_row("imp-9", 5)  # dead-lettered by the processor, which told progress then
+    progress.record("job-imp-9", "imp-9", 5, status="failed", reason="InvalidProduct:price")
+    dlq.add(
+        dead_letter(broker, "MaxDeliveryCountExceeded", queue=IMPORT_QUEUE, session_id="imp-9"),
+        dead_letter(app, "InvalidProduct:price", queue=IMPORT_QUEUE, session_id="imp-9"),
+    )
+    told: list[tuple[int | None, str | None]] = []
+    observer = import_progress_observer(progress)
+
+    def observe(incoming, message, outcome, reason) -> None:
+        told.append((message.step if message else None, reason))
+        observer(incoming, message, outcome, reason)
+
+    archive_dead_letters(dlq, archive, queues=[IMPORT_QUEUE], observers={IMPORT_QUEUE: observe})
+
+    assert told == [(4, "MaxDeliveryCountExceeded")]  # the app's own dead letter not again
+    assert progress.counts("job-imp-9") == {"failed": 2}
