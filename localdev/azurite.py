@@ -2,8 +2,9 @@
 
 ``run_azurite()`` starts the pinned Azurite from ``node_modules`` on free ports (or the ports
 given), waits until every service accepts connections, yields where it listens, and stops it
-on the way out. ``python -m localdev.azurite`` runs one in the foreground on the default ports
-until Ctrl-C.
+on the way out; in between it can be stopped and started again on the same ports and data
+(``Azurite.stop``, ``Azurite.start``: a Storage outage, as a failover looks to a client).
+``python -m localdev.azurite`` runs one in the foreground on the default ports until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from localdev.ports import free_port
@@ -38,6 +39,17 @@ class Azurite:
     queue_port: int
     table_port: int
     location: Path
+    _process: _Process | None = field(default=None, compare=False, repr=False)
+
+    def stop(self) -> None:
+        """Stop Azurite: every connection to its ports is refused until ``start``."""
+        assert self._process is not None, "not started by run_azurite"
+        self._process.stop()
+
+    def start(self) -> None:
+        """Start it again on the same ports, with the data it kept (when not in memory)."""
+        assert self._process is not None, "not started by run_azurite"
+        self._process.start()
 
     @property
     def connection_string(self) -> str:
@@ -83,7 +95,6 @@ def run_azurite(
         # Azurite refuses --location with --inMemoryPersistence; the folder still holds our log.
         if log_path is None:
             log_path = location / "azurite.log"
-        log = stack.enter_context(log_path.open("wb"))
         command = [
             str(executable),
             "--silent",
@@ -102,14 +113,43 @@ def run_azurite(
             str(azurite.table_port),
         ]
         command += ["--inMemoryPersistence"] if in_memory else ["--location", str(location)]
-        process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
+        log_path.write_bytes(b"")
+        process = _Process(command, azurite, log_path, startup_timeout)
+        stack.callback(process.stop)
+        process.start()
+        yield replace(azurite, _process=process)
+
+
+class _Process:
+    """Azurite's process, started and stopped on the same command line (ports and data)."""
+
+    def __init__(
+        self, command: list[str], azurite: Azurite, log_path: Path, startup_timeout: float
+    ) -> None:
+        self._command = command
+        self._azurite = azurite
+        self._log_path = log_path
+        self._startup_timeout = startup_timeout
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            return
+        with self._log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                self._command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         try:
-            _wait_until_listening(process, azurite, log_path, startup_timeout)
-            yield azurite
-        finally:
-            _stop(process)
+            _wait_until_listening(
+                self._process, self._azurite, self._log_path, self._startup_timeout
+            )
+        except AzuriteError:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        if self._process is not None:
+            _stop(self._process)
 
 
 def _wait_until_listening(

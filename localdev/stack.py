@@ -17,7 +17,7 @@ import secrets
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,6 +107,7 @@ def run_stack(
     echo_mail: bool = False,
     announce: Announce | None = None,
     instances: int | None = None,
+    storage_via: Callable[[Azurite], AbstractContextManager[Any]] | None = None,
 ) -> Iterator[LocalStack]:
     """Start Azurite, the emulator, an SMTP sink and the local host running function_app.py.
 
@@ -123,6 +124,10 @@ def run_stack(
     ``instances`` (default: the environment's LOCALDEV_HOST_INSTANCES, else 1) instances of
     the app run on the stack, as Azure scales out: the first in this process (``host``), the
     others each in a process of its own (``more_instances``, localdev/host_instances.py).
+
+    ``storage_via``: what the app and its hosts reach Storage through instead of Azurite
+    itself (a test's fault-injecting front): called with the Azurite, entered for the stack's
+    life, its ``connection_string`` the app's.
     """
     say: Announce = announce or (lambda _: None)
     ports = ports or Ports()
@@ -181,10 +186,13 @@ def run_stack(
         mail = stack.enter_context(run_mail_sink(port(ports.smtp, "SMTP"), echo=echo_mail))
         say(f"SMTP sink (receipts are kept, not sent): {mail.host}:{mail.port}")
 
+        app_storage = azurite.connection_string
+        if storage_via is not None:
+            app_storage = stack.enter_context(storage_via(azurite)).connection_string
         # What this stack started wins over local.settings.json: the app must talk to it.
         values.update(
             {
-                STORAGE_CONNECTION: azurite.connection_string,
+                STORAGE_CONNECTION: app_storage,
                 SERVICE_BUS_CONNECTION: emulator.connection_string,
                 "SMTP_HOST": mail.host,
                 "SMTP_PORT": str(mail.port),

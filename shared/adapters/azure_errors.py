@@ -26,12 +26,16 @@ from azure.servicebus.exceptions import (
     SessionCannotBeLockedError,
 )
 
-from ..domain.errors import PipelineError, ServiceUnavailable, SessionLocked, SessionTooLarge
+from ..domain.errors import (
+    PipelineError,
+    ServiceUnavailable,
+    SessionLocked,
+    SessionTooLarge,
+)
 
 TABLE_STORAGE = "Table Storage"
 BLOB_STORAGE = "Blob Storage"
 QUEUE_STORAGE = "the Storage queue"
-SERVICE_BUS = "Service Bus"
 
 _RETRYABLE_STATUSES = frozenset({408, 429})
 # The configuration is wrong (no such queue, no right to it): retrying cannot help.

@@ -15,8 +15,9 @@ from azure.servicebus import (
 from azure.servicebus.exceptions import MessageSizeExceededError
 
 from ..domain.envelope import body_bytes, plain_properties
+from ..domain.errors import SERVICE_BUS
 from ..service_layer.ports import DeadLetter, OutgoingMessage
-from .azure_errors import SERVICE_BUS, translated
+from .azure_errors import translated
 from .servicebus_sender import SenderPool, to_service_bus_message
 
 # How long a receive waits for a dead letter before taking the sub-queue for empty (the

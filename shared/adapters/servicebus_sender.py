@@ -20,10 +20,10 @@ from azure.servicebus.exceptions import (
 )
 
 from ..domain.envelope import CONTENT_TYPE, TaskMessage
-from ..domain.errors import SendUnconfirmed, SessionTooLarge
+from ..domain.errors import SERVICE_BUS, SendUnconfirmed, SessionTooLarge
 from ..service_layer.ports import OutgoingMessage
 from ..telemetry.context import sending_trace_properties
-from .azure_errors import SERVICE_BUS, translated
+from .azure_errors import translated
 
 
 class SenderPool:

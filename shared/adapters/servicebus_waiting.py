@@ -9,7 +9,8 @@ import threading
 from azure.servicebus import ServiceBusClient, ServiceBusReceiver, ServiceBusSubQueue
 from azure.servicebus.exceptions import ServiceBusError
 
-from .azure_errors import SERVICE_BUS, translated
+from ..domain.errors import SERVICE_BUS
+from .azure_errors import translated
 
 _PEEK_BATCH = 250
 

@@ -74,6 +74,10 @@ class Unprocessable(PipelineError):
     title = "The request cannot be processed"
 
 
+# The service a session's state and settlements go through: its failures are not a task's.
+SERVICE_BUS = "Service Bus"
+
+
 class ServiceUnavailable(PipelineError):
     """A backing service (Table Storage, Blob Storage, a Storage queue, Service Bus) could not
     be reached or answered with a server error; nothing was changed that a retry would do
@@ -105,7 +109,7 @@ class SendUnconfirmed(ServiceUnavailable):
     it sends again."""
 
     def __init__(self, detail: str, *, job_id: str | None = None) -> None:
-        super().__init__("Service Bus", detail)
+        super().__init__(SERVICE_BUS, detail)
         self.job_id = job_id
 
     @property

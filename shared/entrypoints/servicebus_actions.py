@@ -15,10 +15,9 @@ from typing import ParamSpec, TypeVar
 from azure.servicebus import ServiceBusReceivedMessage
 from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
 
-from ..adapters.azure_errors import SERVICE_BUS
 from ..adapters.servicebus_bindings import SettlementError, get_session_state
 from ..domain.envelope import body_bytes, plain_properties
-from ..domain.errors import ServiceUnavailable
+from ..domain.errors import SERVICE_BUS, ServiceUnavailable
 from ..service_layer.session_messages import IncomingMessage
 
 P = ParamSpec("P")

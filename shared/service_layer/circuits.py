@@ -3,13 +3,15 @@ pipeline; while its circuit is open, one task at a time (the probe).
 
 A pipeline's circuit opens after ``threshold`` transient failures in a row on one dependency
 (Table Storage, Blob Storage, Service Bus, the payment provider), from at least two sessions
-(one bad session cannot pause the others), with no task of the pipeline succeeding in
-between. While it is open, a task runs only as the probe: one at a time, the first one after
-the previous probe failed waiting a backoff (``RetryPolicy.backoff`` of the failed probes, up
-to its cap); every other session waits, holding its message (``shared.service_layer.holding``)
-without trying. The first task that succeeds closes the circuit. The circuit lives in the
-process (each worker process and instance has its own): what it knows is what this process's
-tasks met, and it needs nothing that an outage could take away.
+(one bad session cannot pause the others), with no task of the pipeline succeeding in between
+(for Service Bus, which tasks do not use: no state or settlement request succeeding). While it
+is open, a task runs only as the probe: one at a time, the first one after the previous probe
+failed waiting a backoff (``RetryPolicy.backoff`` of the failed probes, up to its cap); every
+other session waits, holding its message (``shared.service_layer.holding``) without trying.
+The first task that succeeds closes the circuit (open on Service Bus: the first state or
+settlement request that succeeds). The circuit lives in the process (each worker process and
+instance has its own): what it knows is what this process's tasks met, and it needs nothing
+that an outage could take away.
 
 A manual pause is stored (``PipelinePauses``) so that every process sees it: each gate reads it
 at most once per ``pause_ttl`` seconds, keeping what it last read when the store cannot be
@@ -25,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from ..domain.errors import PipelineError
+from ..domain.errors import SERVICE_BUS, PipelineError
 from ..domain.pauses import CIRCUIT, ManualPause, Paused, manually_paused
 from ..domain.retries import DEFAULT_CIRCUIT_THRESHOLD, RetryPolicy
 from .clock import Clock, utc_now
@@ -92,21 +94,45 @@ class Circuit:
             self._probe = (session_id, now)
             return True
 
-    def succeeded(self) -> None:
-        """A task of the pipeline ran (or failed for a reason of its own, which is an answer
-        too): the dependencies answer, the circuit closes."""
+    def succeeded(self, session_id: str) -> None:
+        """A task of the session ran (or failed for a reason of its own, which is an answer
+        too): the dependencies tasks use answer, and the circuit closes unless it is open on
+        Service Bus, which tasks do not use (``reached`` closes that one)."""
         with self._lock:
-            self._failures.clear()
+            if self._probe is not None and self._probe[0] == session_id:
+                self._probe = None
+            for dependency in list(self._failures):
+                if dependency != SERVICE_BUS:
+                    del self._failures[dependency]
+            opened = self._open
+            if opened is None or opened.dependency == SERVICE_BUS:
+                return
+        self._close(opened)
+
+    def reached(self, dependency: str) -> None:
+        """A request to ``dependency`` succeeded (Service Bus, for the state or a
+        settlement): its failures are forgotten, and a circuit open on it closes."""
+        with self._lock:
+            self._failures.pop(dependency, None)
+            opened = self._open
+            if opened is None or opened.dependency != dependency:
+                return
+        self._close(opened)
+
+    def _close(self, opened: Paused) -> None:
+        with self._lock:
+            if self._open is not opened:
+                return
+            self._open = None
             self._probe = None
             self._failed_probes = 0
-            opened, self._open = self._open, None
-        if opened is not None:
-            logger.info(
-                'pipeline=%s resumed cause=circuit dependency="%s" paused_since=%s',
-                self.pipeline,
-                opened.dependency,
-                opened.since,
-            )
+            self._failures.clear()
+        logger.info(
+            'pipeline=%s resumed cause=circuit dependency="%s" paused_since=%s',
+            self.pipeline,
+            opened.dependency,
+            opened.since,
+        )
 
     def failed(self, session_id: str, dependency: str | None) -> None:
         """A task failed transiently. With a ``dependency`` it counts towards opening the

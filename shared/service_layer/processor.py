@@ -10,15 +10,14 @@ A session's batch of messages is run by ``session_batches``, on the same decisio
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
 from ..domain.envelope import TaskMessage, parse_task_message, routing_hint
-from ..domain.errors import MalformedMessage, PipelineError, ServiceUnavailable
+from ..domain.errors import MalformedMessage, PipelineError
 from ..domain.pipelines import FailurePolicy
 from ..domain.reasons import (
     CORRUPT_SESSION_STATE,
@@ -31,7 +30,7 @@ from ..domain.retries import DEFAULT_HOLD_SECONDS, RetryPolicy
 from ..domain.session_state import CorruptSessionState, Failure, SessionState, decode_session_state
 from .circuits import Circuit, PipelineGate
 from .clock import Clock, utc_now
-from .holding import Hold
+from .holding import Hold, SteadyActions
 from .pipelines import registry
 from .ports import FailureJournal, SessionActions, SessionOutcomes
 from .session_batches import BatchRun
@@ -107,8 +106,8 @@ class SessionProcessor:
 
     def handle(self, incoming: IncomingMessage, actions: SessionActions) -> Result:
         """Decide, write the state, settle the message through ``actions``."""
-        with self.watching(incoming.session_id):
-            return self.settle(incoming, actions, actions.get_state(), self.hold(actions))
+        steady = self.steady(actions, incoming.session_id)
+        return self.settle(incoming, steady, steady.get_state(), self.hold(steady))
 
     def handle_batch(
         self,
@@ -126,15 +125,22 @@ class SessionProcessor:
             actions, budget=self._hold_seconds, sleep=self._sleep, monotonic=self._monotonic
         )
 
-    @contextlib.contextmanager
-    def watching(self, session_id: str) -> Iterator[None]:
-        """Service Bus out of reach for the state or a settlement (what escapes ``settle``)
-        counts towards the circuit; the invocation then fails, and the message comes back."""
-        try:
-            yield
-        except ServiceUnavailable as error:
-            self.gate.circuit.failed(session_id, error.dependency)
-            raise
+    def steady(self, actions: SessionActions, session_id: str) -> SessionActions:
+        """``actions`` whose requests ride through a Service Bus blip, each failure told to
+        the circuit (``SteadyActions``); past it, the invocation fails and the message comes
+        back."""
+
+        def failed(dependency: str) -> None:
+            self.gate.circuit.failed(session_id, dependency)
+
+        return SteadyActions(
+            actions,
+            failed=failed,
+            reached=self.gate.circuit.reached,
+            backoff=self.retry.backoff,
+            sleep=self._sleep,
+            monotonic=self._monotonic,
+        )
 
     def settle(
         self,
@@ -329,7 +335,7 @@ class SessionProcessor:
                 )
             description = failed.description
             if not failed.retryable:
-                circuit.succeeded()  # the dependencies answered: the task's own failure
+                circuit.succeeded(incoming.session_id)  # the task's own failure: answered
             else:
                 circuit.failed(incoming.session_id, failed.dependency)
                 now = self._clock()
@@ -343,7 +349,7 @@ class SessionProcessor:
             failure = self._failure(message.task, message.step, failed.reason, description)
             return self._failed(message, message.is_last, state, failure)
         if reports:
-            circuit.succeeded()
+            circuit.succeeded(incoming.session_id)
         new_state = state.after_success(message.task, message.step, dict(outputs))
         return Ending(Outcome.COMPLETED, message, message.is_last, new_state)
 

@@ -18,7 +18,6 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -49,7 +48,7 @@ class Decisions(Protocol):
 
     def hold(self, actions: SessionActions) -> Hold: ...
 
-    def watching(self, session_id: str) -> AbstractContextManager[None]: ...
+    def steady(self, actions: SessionActions, session_id: str) -> SessionActions: ...
 
     def decide(
         self,
@@ -113,8 +112,9 @@ class BatchRun:
         if not batch:
             return []
         self._results = [None] * len(batch)
-        with self._p.watching(batch[0][0].session_id):
-            self._run(batch, self._p.hold(batch[0][1]))
+        session_id = batch[0][0].session_id
+        steady = [(incoming, self._p.steady(actions, session_id)) for incoming, actions in batch]
+        self._run(steady, self._p.hold(steady[0][1]))
         return [result for result in self._results if result is not None]
 
     def _run(self, batch: Sequence[tuple[IncomingMessage, SessionActions]], hold: Hold) -> None:
@@ -214,7 +214,7 @@ class BatchRun:
                 error,
             )
             return True, self._one_by_one(held, hold)
-        self._p.gate.circuit.succeeded()
+        self._p.gate.circuit.succeeded(held[0].incoming.session_id)
         session_id = held[0].incoming.session_id
         failed = self._p.persevere(
             lambda: self._p.endings.tell_many([(h.ending, h.incoming) for h in held]),

@@ -6,6 +6,7 @@ when the processor sleeps (waiting, holding its session)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -1173,3 +1174,60 @@ def test_a_clear_that_fails_after_the_settlement_changes_nothing_and_still_relea
     assert actions.settlements == [("complete",)]
     assert actions.events[-1] == "release_session"
     assert "could not be cleared" in caplog.text
+
+
+# R28: Service Bus out of reach for the state or a settlement ------------------------------------
+class ServiceBusBlip(InMemorySessionActions):
+    """Service Bus answers nothing for the first ``failures`` state writes."""
+
+    def __init__(self, state: bytes | None, failures: int) -> None:
+        super().__init__(state=state)
+        self.failures = failures
+
+    def set_state(self, state: bytes | None) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise ServiceUnavailable("Service Bus", "ServiceBusConnectionError")
+        super().set_state(state)
+
+
+class ServiceBusGone(InMemorySessionActions):
+    def get_state(self) -> bytes | None:
+        raise ServiceUnavailable("Service Bus", "ServiceBusConnectionError")
+
+
+@BOTH
+def test_r28_a_service_bus_blip_is_ridden_through_and_the_task_not_run_again(
+    policy: FailurePolicy,
+) -> None:
+    tasks = Tasks()
+    processor, time = make_processor(policy, tasks)
+    actions = ServiceBusBlip(state=running(2), failures=2)
+
+    result = processor.handle(incoming(message(2)), actions)
+
+    assert result.outcome is Outcome.COMPLETED and tasks.ran() == ["B"]
+    assert actions.settlements == [("complete",)]
+    assert time.elapsed == 1.5  # backoffs of 0.5 and 1 s
+
+
+@BOTH
+def test_r28_service_bus_still_out_of_reach_fails_the_invocation_and_opens_the_circuit(
+    policy: FailurePolicy,
+) -> None:
+    tasks = Tasks(FakeTime(NOW))
+    assert tasks.time is not None
+    gate = paused_gate(tasks.time, InMemoryPipelinePauses())
+    processor, time = make_processor(policy, tasks, gate=gate)
+
+    # s-1 ran its task, then Service Bus went away before its state write; s-2 meets it gone
+    in_flight = ServiceBusBlip(state=running(2), failures=1000)
+    with pytest.raises(ServiceUnavailable):
+        processor.handle(replace(incoming(message(2)), session_id="s-1"), in_flight)
+    gone = ServiceBusGone(state=running(2))
+    with pytest.raises(ServiceUnavailable):
+        processor.handle(replace(incoming(message(2)), session_id="s-2"), gone)
+
+    paused = gate.paused()
+    assert paused is not None and paused.dependency == "Service Bus"
+    assert time.elapsed <= 2 * 30.0 + 2  # each gave up after about half a session lock
