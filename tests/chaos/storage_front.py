@@ -1,21 +1,26 @@
 """A front for Azurite's three ports that passes every connection through, or, while
 ``busy``, answers every request ``503 Server Busy`` as Azure Storage does when it throttles
 (the error code in the ``x-ms-error-code`` header and in the body, XML for Blob and Queue,
-JSON for Table: learn.microsoft.com, "Azure Storage error codes", ServerBusy).
+JSON for Table, with the headers every Storage response carries, ``Date`` and
+``x-ms-request-id``: learn.microsoft.com, "Azure Storage error codes", ServerBusy, and
+"Common REST API response headers").
 
 Hand-written, small, for tests only: a byte pipe while passing, and, while busy, just enough
 HTTP/1.1 to read a request (headers, a Content-Length or chunked body) and answer it on the
 same kept-alive connection. Switching to busy closes the connections passing through, so the
-next request meets the 503, as a client whose connection a throttling service resets."""
+next request meets the 503, as a client whose connection a throttling service resets; once
+the front passes again, a kept-alive connection's next request goes on to Azurite."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from email.utils import formatdate
 from typing import BinaryIO
 
 from shared.adapters.azure_clients import azurite_connection_string
@@ -91,14 +96,21 @@ class _Listener:
 
     def _serve(self, client: socket.socket) -> None:
         with client:
+            first = b""
             if not self._front._track(client):
-                _answer_busy(client, self._kind, self._front)
-                return
+                # Busy: answered here until a request comes once the front passes again,
+                # which goes on to Azurite with the rest of the connection.
+                passed = _answer_busy(client, self._kind, self._front)
+                if passed is None or not self._front._track(client):
+                    return
+                first = passed
             try:
                 upstream = socket.create_connection(self._target, timeout=10)
             except OSError:
                 return  # Azurite itself is down: the client sees its connection close
             upstream.settimeout(None)
+            if first:
+                upstream.sendall(first)
             with upstream:
                 pump = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
                 pump.start()
@@ -123,11 +135,16 @@ def _pipe(source: socket.socket, target: socket.socket) -> None:
 class _Request:
     method: str
     keep_alive: bool
+    raw: bytes  # as the client sent it
 
 
-def _answer_busy(client: socket.socket, kind: str, front: StorageFront) -> None:
+def _answer_busy(client: socket.socket, kind: str, front: StorageFront) -> bytes | None:
+    """Answer each request 503 while the front is busy; returns the first request read once
+    it is not (to be passed on), or None when the client closed the connection first."""
     reader = client.makefile("rb")
     while (request := _read_request(reader)) is not None:
+        if not front.busy:
+            return request.raw
         if kind == "table":
             body = (
                 '{"odata.error":{"code":"ServerBusy","message":{"lang":"en-US",'
@@ -142,6 +159,9 @@ def _answer_busy(client: socket.socket, kind: str, front: StorageFront) -> None:
             content_type = "application/xml"
         head = (
             "HTTP/1.1 503 Server Busy\r\n"
+            f"Date: {formatdate(usegmt=True)}\r\n"
+            f"x-ms-request-id: {uuid.uuid4()}\r\n"
+            "x-ms-version: 2021-12-02\r\n"
             "x-ms-error-code: ServerBusy\r\n"
             f"Content-Type: {content_type}\r\n"
             f"Content-Length: {len(body)}\r\n"
@@ -150,34 +170,41 @@ def _answer_busy(client: socket.socket, kind: str, front: StorageFront) -> None:
         try:
             client.sendall(head + (b"" if request.method == "HEAD" else body))
         except OSError:
-            return
+            return None
         front.answered_busy += 1
         if not request.keep_alive:
-            return
+            return None
+    return None
 
 
 def _read_request(stream: BinaryIO) -> _Request | None:
-    """One request off a client's connection (its body read and dropped); None at its end."""
+    """One request off a client's connection, as it was sent; None at the connection's end."""
+    raw = bytearray()
     try:
         line = stream.readline()
         if not line:
             return None
+        raw += line
         headers: dict[str, str] = {}
         while (header := stream.readline()) not in (b"\r\n", b"\n", b""):
+            raw += header
             name, _, value = header.decode("latin-1").partition(":")
             headers[name.strip().lower()] = value.strip()
+        raw += b"\r\n"
         if headers.get("transfer-encoding", "").lower() == "chunked":
             while True:
-                size = int(stream.readline().split(b";")[0].strip() or b"0", 16)
-                stream.read(size + 2)
+                size_line = stream.readline()
+                raw += size_line
+                size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                raw += stream.read(size + 2)
                 if size == 0:
                     break
         else:
-            stream.read(int(headers.get("content-length") or 0))
+            raw += stream.read(int(headers.get("content-length") or 0))
     except (OSError, ValueError):
         return None
     method = line.split(b" ", 1)[0].decode("latin-1")
-    return _Request(method, headers.get("connection", "").lower() != "close")
+    return _Request(method, headers.get("connection", "").lower() != "close", bytes(raw))
 
 
 @contextmanager

@@ -66,18 +66,25 @@ def console_resolve(visit: Visit) -> func.HttpResponse:
     return _act_on_session(visit, OperatorDesk.resolve)
 
 
-@bp.route(
-    route="console/pipelines/{pipeline}/{action:regex(^(pause|resume)$)}",
-    methods=["POST"],
-    auth_level=ANONYMOUS,
-)
+@bp.route(route="console/pipelines/{pipeline}/pause", methods=["POST"], auth_level=ANONYMOUS)
 @console_view
 def console_pause(visit: Visit) -> func.HttpResponse:
-    """Pause or resume a pipeline, with a required note; then the overview, which shows it."""
+    """Pause a pipeline, with a required note; then the overview, which shows it paused."""
     pipeline = route_value(visit.req, "pipeline")
-    controls = container().pipeline_controls
-    act = controls.pause if route_value(visit.req, "action") == "pause" else controls.resume
-    act(pipeline, who=visit.operator.name, note=visit.form.get("note"))
+    container().pipeline_controls.pause(
+        pipeline, who=visit.operator.name, note=visit.form.get("note")
+    )
+    return redirect(visit.base)
+
+
+@bp.route(route="console/pipelines/{pipeline}/resume", methods=["POST"], auth_level=ANONYMOUS)
+@console_view
+def console_resume(visit: Visit) -> func.HttpResponse:
+    """End an operator's pause of a pipeline, with a required note; then the overview."""
+    pipeline = route_value(visit.req, "pipeline")
+    container().pipeline_controls.resume(
+        pipeline, who=visit.operator.name, note=visit.form.get("note")
+    )
     return redirect(visit.base)
 
 
