@@ -24,6 +24,7 @@ from ..service_layer.orders import OrderLookup
 from ..service_layer.overview import Sources
 from ..service_layer.pipelines import Pipeline, registry
 from ..service_layer.processor import RetryPolicy, SessionProcessor
+from ..service_layer.receipt_mailer import ReceiptMailer
 from . import parts as adapters
 from .operator_desk import OperatorDesk
 
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
         OrderProgress,
         PaymentGateway,
         ProductCatalog,
+        ReceiptEmails,
         ReceiptRenderer,
         ReceiptStore,
         ReplayQueue,
@@ -168,6 +170,7 @@ class Container:
             c.archive,
             c.audit_trail,
             c.session_outcomes,
+            c.receipt_emails,
         )
     )
     # Adapters, each built by ``shared.bootstrap.parts`` from the clients below.
@@ -209,6 +212,10 @@ class Container:
     receipts: Part[ReceiptStore] = Part(lambda c: adapters.receipts(c._blob_service))
     receipt_renderer: Part[ReceiptRenderer] = Part(lambda c: adapters.receipt_renderer())
     email: Part[EmailSender] = Part(lambda c: adapters.email(c.settings))
+    receipt_emails: Part[ReceiptEmails] = Part(lambda c: adapters.receipt_emails(c._table_service))
+    receipt_mailer: Part[ReceiptMailer] = Part(
+        lambda c: ReceiptMailer(c.receipt_emails, c.email, after_send=_fault_hold(c.settings))
+    )
     # The operator console's records and the dead letters it counts.
     audit_trail: Part[AuditTrail] = Part(lambda c: adapters.audit_trail(c._table_service))
     confirmations: Part[Confirmations] = Part(lambda c: adapters.confirmations(c._table_service))
@@ -254,6 +261,14 @@ class _Processors(Mapping[str, SessionProcessor]):
 
     def __len__(self) -> int:
         return len(self._pipelines)
+
+
+def _fault_hold(settings: Settings) -> Callable[[str], None] | None:
+    if not settings.fault_hold_after_receipt_sent:
+        return None
+    from .faults import hold_after_receipt_sent
+
+    return hold_after_receipt_sent(settings.fault_hold_after_receipt_sent)
 
 
 def _processor(c: Container, pipeline: Pipeline) -> SessionProcessor:

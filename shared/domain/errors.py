@@ -119,3 +119,13 @@ class TransientTaskError(TaskFailed):
     """Retrying later may help (a provider outage, a timeout)."""
 
     retryable = True
+
+
+class MayHaveBeenSent(PipelineError):
+    """The mail service cannot tell whether it carried out a repeated send (the request's
+    first attempt is older than the window in which it recognises repeats): sending it again
+    might mail the customer twice, so a person decides."""
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description)
+        self.description = description

@@ -23,12 +23,14 @@ from shared.service_layer.processor import (
     SessionProcessor,
 )
 from shared.service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
+from shared.service_layer.receipt_mailer import ReceiptMailer
 from tests.builders import order_document
 from tests.fakes import (
     InMemoryEmailSender,
     InMemoryOrderNumbers,
     InMemoryPaymentGateway,
     InMemoryProductCatalog,
+    InMemoryReceiptEmails,
     InMemoryReceiptRenderer,
     InMemoryReceiptStore,
     InMemorySessionActions,
@@ -60,6 +62,7 @@ class Shop:
     receipts: InMemoryReceiptStore = field(default_factory=InMemoryReceiptStore)
     renderer: InMemoryReceiptRenderer = field(default_factory=InMemoryReceiptRenderer)
     email: InMemoryEmailSender = field(default_factory=InMemoryEmailSender)
+    receipt_emails: InMemoryReceiptEmails = field(default_factory=InMemoryReceiptEmails)
     sleeps: list[float] = field(default_factory=list)
 
     def processor(self) -> SessionProcessor:
@@ -69,7 +72,7 @@ class Shop:
             payments=self.payments,
             receipts=self.receipts,
             renderer=self.renderer,
-            email=self.email,
+            mailer=ReceiptMailer(self.receipt_emails, self.email),
             tax_rate=Decimal("0.25"),
             shipping_fee=Decimal("4.95"),
         )

@@ -15,7 +15,7 @@ from shared.service_layer import operator_ports, ports
 # The session state's None is its value (no state yet), as in the SDK's get_session_state.
 STATE_GETTERS = {"SessionActions.get_state"}
 # Not lookups: None is the answer of a conditional write (another request took it over first).
-CONDITIONAL_WRITES = {"IdempotencyRecords.take_over"}
+CONDITIONAL_WRITES = {"IdempotencyRecords.take_over", "ReceiptEmails.create"}
 
 
 def _ports() -> list[type]:
