@@ -152,6 +152,7 @@ def test_a_dropped_address_ends_its_operation_failed(stand_in: RunningEmailServi
     with pytest.raises(HttpResponseError) as failed:
         send(stand_in, message(to="dropped@example.com"))
 
+    assert failed.value.response is not None
     assert "EmailDropped" in failed.value.response.text()
     assert stand_in.count() == 0
 
