@@ -162,3 +162,26 @@ def run_email_service(
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def main() -> None:
+    """``python -m localdev.email_http [--port 7075]``: the stand-in in the foreground, one
+    ``[email]`` line per message, for ``func start`` and the containers of
+    infra/local/docker-compose.yml (its connection string is printed)."""
+    import argparse
+    import time
+
+    parser = argparse.ArgumentParser(prog="python -m localdev.email_http", description=main.__doc__)
+    parser.add_argument("--port", type=int, default=7075)
+    port = parser.parse_args().port
+    with run_email_service(port, echo=True) as running:
+        print(f"CommunicationServicesConnection={running.connection_string}", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
