@@ -178,9 +178,10 @@ def email_client(settings: EmailServiceConnectionSettings) -> EmailClient:
     """A client for a connection string (the local stand-in's: ``endpoint=http://…;
     accesskey=…``, signed with the key) or, without one, for the resource's endpoint with the
     app's identity. The SDK's own ``from_connection_string`` would turn an ``http`` endpoint
-    into ``https``, so the connection string is read here. The SDK retries a failed request a
-    few times itself (the same request: the repeatability headers go with it); the task's
-    retries are the processor's."""
+    into ``https``, so the connection string is read here. The SDK's own retries are off: a
+    failed send or status read (a dropped connection, a 5xx, a 429 with its Retry-After) is
+    the task's transient error, retried by the processor with its backoff, as the same
+    request (retries live in one layer)."""
     from azure.communication.email import EmailClient
     from azure.core.credentials import AzureKeyCredential
 
@@ -189,14 +190,14 @@ def email_client(settings: EmailServiceConnectionSettings) -> EmailClient:
         if not parts.get("endpoint") or not parts.get("accesskey"):
             raise ConfigurationError(f"{EMAIL_CONNECTION} must be endpoint=<url>;accesskey=<key>.")
         endpoint, credential = parts["endpoint"], AzureKeyCredential(parts["accesskey"])
-        return EmailClient(endpoint.rstrip("/"), credential, retry_total=3)
+        return EmailClient(endpoint.rstrip("/"), credential, retry_total=0)
     if not settings.endpoint:
         raise ConfigurationError(
             f"Set {EMAIL_CONNECTION}__endpoint (the Communication Services resource, e.g. "
             f"https://<name>.<geography>.communication.azure.com, reached with the app's "
             f"identity) or {EMAIL_CONNECTION} (a connection string), or EMAIL_SENDER=smtp."
         )
-    return EmailClient(settings.endpoint, _credential(settings.client_id), retry_total=3)
+    return EmailClient(settings.endpoint, _credential(settings.client_id), retry_total=0)
 
 
 def ensure_storage(
