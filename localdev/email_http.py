@@ -29,7 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from localdev.email_service import EmailService, Reply, SentEmail, error_reply
+from localdev.email_message import SentEmail
+from localdev.email_service import EmailService, Reply, error_reply
 from localdev.ports import free_port
 
 DEV_ACCESS_KEY = base64.b64encode(b"local-communication-services-email-access-key").decode()

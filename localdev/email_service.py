@@ -34,7 +34,6 @@ tracking, suppression lists, quotas and throttling (``429``) are not modelled.
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import threading
@@ -45,6 +44,8 @@ from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
+
+from localdev.email_message import SentEmail, parse_message
 
 API_VERSIONS = frozenset({"2023-03-31", "2024-07-01-preview", "2025-09-01"})
 TRACKED_WINDOW = timedelta(minutes=5)
@@ -61,39 +62,6 @@ class Reply:
     status: int
     body: Mapping[str, Any] | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class SentEmail:
-    """One message the stand-in accepted, as its request described it."""
-
-    operation_id: str
-    request_id: str | None
-    sender: str
-    to: tuple[str, ...]
-    subject: str
-    plain_text: str
-    html: str
-    headers: Mapping[str, str]
-    attachments: tuple[tuple[str, str, bytes], ...]  # name, content type, content
-
-    def as_message(self) -> EmailMessage:
-        """The message as a mail client would see it (custom headers included)."""
-        message = EmailMessage()
-        message["From"] = self.sender
-        message["To"] = ", ".join(self.to)
-        message["Subject"] = self.subject
-        for name, value in self.headers.items():
-            message[name] = value
-        if "Message-ID" not in message:
-            message["Message-ID"] = f"<{self.operation_id}@email.local>"
-        message.set_content(self.plain_text)
-        if self.html:
-            message.add_alternative(self.html, subtype="html")
-        for name, content_type, content in self.attachments:
-            maintype, _, subtype = content_type.partition("/")
-            message.add_attachment(content, maintype=maintype, subtype=subtype, filename=name)
-        return message
 
 
 @dataclass
@@ -255,7 +223,7 @@ class EmailService:
         self, api_version: str, headers: Mapping[str, str], document: Any, request_id: str | None
     ) -> Reply:
         try:
-            email = _parse_message(document, request_id)
+            email = parse_message(document, request_id)
         except ValueError as error:
             return error_reply(400, "InvalidRequest", str(error))
         operation_id = headers.get("operation-id") or str(uuid.uuid4())
@@ -285,49 +253,6 @@ class EmailService:
         oldest = self.clock() - TRACKED_WINDOW
         for request_id in [r for r, t in self._tracked.items() if t.first_sent < oldest]:
             del self._tracked[request_id]
-
-
-def _parse_message(document: Any, request_id: str | None) -> SentEmail:
-    if not isinstance(document, dict):
-        raise ValueError("The body must be an EmailMessage object.")
-    sender = document.get("senderAddress")
-    content = document.get("content")
-    recipients = document.get("recipients")
-    if not isinstance(sender, str) or "@" not in sender:
-        raise ValueError("senderAddress is required: an e-mail address.")
-    if not isinstance(content, dict) or not isinstance(content.get("subject"), str):
-        raise ValueError("content.subject is required.")
-    if not isinstance(recipients, dict) or not recipients.get("to"):
-        raise ValueError("recipients.to needs at least one address.")
-    to = []
-    for recipient in recipients["to"]:
-        address = recipient.get("address") if isinstance(recipient, dict) else None
-        if not isinstance(address, str) or "@" not in address:
-            raise ValueError(f"recipients.to: {recipient!r} has no valid address.")
-        to.append(address)
-    attachments = []
-    for attachment in document.get("attachments") or []:
-        try:
-            attachments.append(
-                (
-                    str(attachment["name"]),
-                    str(attachment["contentType"]),
-                    base64.b64decode(attachment["contentInBase64"], validate=True),
-                )
-            )
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"An attachment is invalid: {error}.") from error
-    return SentEmail(
-        operation_id="",
-        request_id=request_id,
-        sender=sender,
-        to=tuple(to),
-        subject=content["subject"],
-        plain_text=str(content.get("plainText") or ""),
-        html=str(content.get("html") or ""),
-        headers={str(k): str(v) for k, v in (document.get("headers") or {}).items()},
-        attachments=tuple(attachments),
-    )
 
 
 def _api_version_problem(api_version: str | None) -> Reply | None:
