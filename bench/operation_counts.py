@@ -118,7 +118,7 @@ def wait_for_receipt(stack: LocalStack, job_id: str, timeout: float = 60) -> Non
     wanted = f"<{job_id}.receipt@pipelines.local>"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any(str(m.get("Message-ID")) == wanted for m in stack.mail.received()):
+        if any(str(m.get("Message-ID")) == wanted for m in stack.email.received()):
             return
         time.sleep(0.05)
     raise TimeoutError(f"no receipt for {job_id} within {timeout}s")

@@ -79,10 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         def watch_mail() -> None:
             seen = 0
             while not stop.is_set():
-                if not stack.mail.wait_for_more(seen, timeout=0.5):
+                if not stack.email.wait_for_more(seen, timeout=0.5):
                     continue
                 arrived = time.time()
-                message_ids = stack.mail.message_ids(seen)
+                message_ids = stack.email.message_ids(seen)
                 for message_id in message_ids:
                     emit({"mail": message_id, "time": arrived})
                 seen += len(message_ids)

@@ -1,5 +1,5 @@
-// Everything the app needs in Azure, keyless: the Function App reaches Service Bus, Storage and
-// Key Vault with its user-assigned identity. `azd up` or `az deployment sub create` deploys it.
+// Everything the app needs in Azure, keyless: the Function App reaches Service Bus, Storage,
+// Communication Services Email and Key Vault with its user-assigned identity. `azd up` or `az deployment sub create` deploys it.
 targetScope = 'subscription'
 
 @minLength(1)
@@ -38,7 +38,17 @@ param deployDatabricks bool = false
 @description('The Storage queue of bulk replay requests: the value the app reads from REPLAY_QUEUE_NAME.')
 param replayQueueName string = 'replay-requests'
 
-@description('SMTP relay for receipts. The credentials go to Key Vault, never to app settings.')
+@allowed(['acs', 'smtp'])
+@description('What sends the receipts: Azure Communication Services Email (acs: repeatable sends, the app\'s identity) or an SMTP relay (smtp).')
+param emailSender string = 'acs'
+
+@description('Where Communication Services keeps its data at rest (its Email service must share it).')
+param emailDataLocation string = 'United States'
+
+@description('The receipts\' sender. Empty: the DoNotReply address of the Azure-managed domain.')
+param receiptEmailFrom string = ''
+
+@description('SMTP relay for receipts (emailSender smtp). The credentials go to Key Vault, never to app settings.')
 param smtpHost string = 'smtp.example.com'
 param smtpPort string = '587'
 param smtpStartTls string = 'true'
@@ -46,7 +56,6 @@ param smtpStartTls string = 'true'
 param smtpUsername string = ''
 @secure()
 param smtpPassword string = ''
-param receiptEmailFrom string = 'receipts@shop.example'
 
 @description('Client id of the Entra app registration that signs people in to the operator console (App Service Authentication on /api/console; docs/console.md). Empty: no one can open the console in Azure.')
 param consoleAuthClientId string = ''
@@ -59,6 +68,7 @@ var resourceToken = toLower(uniqueString(subscription().id, environmentName, loc
 var tags = { 'azd-env-name': environmentName }
 var functionAppName = '${abbrs.webSitesFunctions}${resourceToken}'
 var deploymentContainerName = 'app-package-${take(functionAppName, 32)}-${take(resourceToken, 7)}'
+var receiptSender = empty(receiptEmailFrom) ? communication.outputs.senderAddress : receiptEmailFrom
 
 resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
   name: '${abbrs.resourcesResourceGroups}${environmentName}'
@@ -109,9 +119,20 @@ module storage 'app/storage.bicep' = {
     location: location
     tags: tags
     containers: [deploymentContainerName, 'receipts', 'deadletter-bodies']
-    tables: ['products', 'ordernumbers', 'simulatedpayments', 'deadletters', 'failedsessions', 'replayrequests', 'importprogress', 'importjobs', 'idempotencykeys', 'orderprogress', 'operatoraudit', 'confirmations', 'sessionoutcomes', 'pipelinepauses']
+    tables: ['products', 'ordernumbers', 'simulatedpayments', 'deadletters', 'failedsessions', 'replayrequests', 'importprogress', 'importjobs', 'idempotencykeys', 'orderprogress', 'operatoraudit', 'confirmations', 'sessionoutcomes', 'pipelinepauses', 'receiptemails']
     queues: [replayQueueName, '${replayQueueName}-poison']
     skuName: storageSku
+  }
+}
+
+module communication 'app/communication.bicep' = {
+  name: 'communication'
+  scope: rg
+  params: {
+    emailServiceName: '${abbrs.communicationEmailServices}${resourceToken}'
+    communicationServiceName: '${abbrs.communicationCommunicationServices}${resourceToken}'
+    tags: tags
+    dataLocation: emailDataLocation
   }
 }
 
@@ -143,10 +164,12 @@ module functionApp 'app/function.bicep' = {
     appInsightsConnectionString: monitoring.outputs.appInsightsConnectionString
     keyVaultUri: keyVault.outputs.uri
     replayQueueName: replayQueueName
+    emailSender: emailSender
+    communicationServicesEndpoint: communication.outputs.endpoint
     smtpHost: smtpHost
     smtpPort: smtpPort
     smtpStartTls: smtpStartTls
-    receiptEmailFrom: receiptEmailFrom
+    receiptEmailFrom: receiptSender
   }
 }
 
@@ -225,6 +248,26 @@ module developerKeyVaultRoles 'app/rbac/keyvault-role.bicep' = if (!empty(princi
   }
 }
 
+module appCommunicationRoles 'app/rbac/communication-role.bicep' = {
+  name: 'communication-roles-app'
+  scope: rg
+  params: {
+    communicationServiceName: communication.outputs.name
+    principalId: identity.outputs.principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+module developerCommunicationRoles 'app/rbac/communication-role.bicep' = if (!empty(principalId)) {
+  name: 'communication-roles-developer'
+  scope: rg
+  params: {
+    communicationServiceName: communication.outputs.name
+    principalId: principalId
+    principalType: 'User'
+  }
+}
+
 module monitoringRoles 'app/rbac/monitoring-role.bicep' = {
   name: 'monitoring-roles'
   scope: rg
@@ -252,4 +295,7 @@ output SERVICE_BUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQu
 output STORAGE_ACCOUNT_NAME string = storage.outputs.name
 output KEY_VAULT_NAME string = keyVault.outputs.name
 output REPLAY_QUEUE_NAME string = replayQueueName
+output EMAIL_SENDER string = emailSender
+output COMMUNICATION_SERVICES_ENDPOINT string = communication.outputs.endpoint
+output RECEIPT_EMAIL_FROM string = receiptSender
 output DATABRICKS_WORKSPACE_URL string = deployDatabricks ? databricks.outputs.url : ''

@@ -1,6 +1,7 @@
 """The whole app on this machine: Azurite, the Service Bus emulator (with the queues of
-infra/local/config.json and a session queue for each declared pipeline), an SMTP sink for the
-receipts, and function_app.py on the local host, wired together.
+infra/local/config.json and a session queue for each declared pipeline), a stand-in for Azure
+Communication Services Email (where the receipts go, as in Azure: localdev/email_service.py),
+an SMTP sink (for EMAIL_SENDER=smtp), and function_app.py on the local host, wired together.
 
 ``run_stack()`` starts it as a context manager: everything it started is stopped on the way
 out (the host first, so nothing it runs loses the broker under it), and the environment is put
@@ -16,7 +17,7 @@ import os
 import secrets
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from functions_local_host.host import (
     WORKER_PROCESSES_SETTING,
 )
 from localdev.azurite import Azurite, run_azurite
+from localdev.email_http import RunningEmailService, run_email_service
 from localdev.host_instances import HostInstance, HostInstances
 from localdev.mail_sink import MailSink, run_mail_sink
 from localdev.pipelines import emulator_queues
@@ -44,7 +46,7 @@ from localdev.stack_layout import (
     Ports,
 )
 from shared.adapters.azure_clients import ensure_storage
-from shared.config import SERVICE_BUS_CONNECTION, STORAGE_CONNECTION
+from shared.config import EMAIL_CONNECTION, SERVICE_BUS_CONNECTION, STORAGE_CONNECTION
 from shared.entrypoints.http import API_PREFIX
 from shared.service_layer.pipelines import registry
 
@@ -60,7 +62,8 @@ Announce = Callable[[str], None]
 class LocalStack:
     azurite: Azurite
     emulator: Any  # servicebus_emulator.testing.EmulatorProcess
-    mail: MailSink
+    mail: MailSink  # what EMAIL_SENDER=smtp sends to
+    email: RunningEmailService  # what EMAIL_SENDER=acs (the default) sends to: its mailbox
     host: LocalHost
     settings: Mapping[str, str]  # the app settings the host runs with
     data: DataLayout | None  # None: everything in memory, gone when the stack stops
@@ -108,8 +111,10 @@ def run_stack(
     announce: Announce | None = None,
     instances: int | None = None,
     storage_via: Callable[[Azurite], AbstractContextManager[Any]] | None = None,
+    first_instance_functions: Iterable[str] | None = None,
 ) -> Iterator[LocalStack]:
-    """Start Azurite, the emulator, an SMTP sink and the local host running function_app.py.
+    """Start Azurite, the emulator, the e-mail stand-in, an SMTP sink and the local host
+    running function_app.py.
 
     Settings: the ``Values`` of ``settings_file`` (its .example when absent), where an
     environment variable of the same name wins (as with ``func start``), then ``overrides``,
@@ -128,6 +133,9 @@ def run_stack(
     ``storage_via``: what the app and its hosts reach Storage through instead of Azurite
     itself (a test's fault-injecting front): called with the Azurite, entered for the stack's
     life, its ``connection_string`` the app's.
+    ``first_instance_functions`` names the functions the first runs (all when None), as
+    ``func start --functions`` does: a test that kills instances runs only the API here, so
+    that every trigger runs in a process it can kill.
     """
     say: Announce = announce or (lambda _: None)
     ports = ports or Ports()
@@ -185,6 +193,12 @@ def run_stack(
         say(f"Service Bus emulator: amqp port {emulator.port}, status {emulator.http_url}")
         mail = stack.enter_context(run_mail_sink(port(ports.smtp, "SMTP"), echo=echo_mail))
         say(f"SMTP sink (receipts are kept, not sent): {mail.host}:{mail.port}")
+        email = stack.enter_context(
+            run_email_service(port(ports.email, "Communication Services Email"), echo=echo_mail)
+        )
+        say(
+            f"Communication Services Email stand-in (receipts are kept, not sent): {email.endpoint}"
+        )
 
         app_storage = azurite.connection_string
         if storage_via is not None:
@@ -199,6 +213,7 @@ def run_stack(
                 "SMTP_STARTTLS": "false",
                 "SMTP_USERNAME": "",
                 "SMTP_PASSWORD": "",
+                EMAIL_CONNECTION: email.connection_string,
             }
         )
         # The console checks a key it is given against the host's keys: the app must see
@@ -217,7 +232,13 @@ def run_stack(
         use_container(None)
         stack.callback(use_container, None)
         document = copy.deepcopy(dict(host_json)) if host_json else load_host_json(HOST_JSON)
-        host = LocalHost(APP_SCRIPT, values, document, http_port=port(ports.http, "HTTP"))
+        host = LocalHost(
+            APP_SCRIPT,
+            values,
+            document,
+            http_port=port(ports.http, "HTTP"),
+            functions=first_instance_functions,
+        )
         stack.enter_context(host)
         more: tuple[HostInstance, ...] = ()
         if count > 1:
@@ -228,7 +249,7 @@ def run_stack(
             stack.callback(scaled.stop)
             more = tuple(scaled.instances)
             say(f"Host instances 2-{count}: pids {', '.join(str(i.pid) for i in more)}")
-        yield LocalStack(azurite, emulator, mail, host, dict(values), data, more)
+        yield LocalStack(azurite, emulator, mail, email, host, dict(values), data, more)
 
 
 def instance_count(instances: int | None) -> int:

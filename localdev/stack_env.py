@@ -62,8 +62,10 @@ def summary(stack: LocalStack) -> str:
         f"  Storage       {stack.storage_connection_string}",
         f"  Service Bus   {stack.servicebus_connection_string}",
         f"  Emulator      {status}/health  {status}/queues  (messages per queue)",
-        f"  SMTP sink     {stack.mail.host}:{stack.mail.port}  (receipts are kept, not sent: "
-        "one [smtp] line each below)",
+        f"  E-mail        {stack.email.endpoint}  (Communication Services Email, as the app "
+        "sends receipts in Azure; kept, not sent: one [email] line each below)",
+        f"  SMTP sink     {stack.mail.host}:{stack.mail.port}  (for EMAIL_SENDER=smtp: one [smtp] "
+        "line each)",
     ]
     if stack.data is not None:
         lines += [

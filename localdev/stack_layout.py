@@ -28,6 +28,7 @@ class Ports:
     servicebus: int = 0
     servicebus_http: int = 0
     smtp: int = 0
+    email: int = 0
 
 
 # What `func start`, Azurite and Microsoft's Service Bus emulator listen on (5300: its health
@@ -40,6 +41,7 @@ STANDARD_PORTS = Ports(
     servicebus=5672,
     servicebus_http=5300,
     smtp=1025,
+    email=7075,  # the Communication Services Email stand-in (Azure has no local port for it)
 )
 
 

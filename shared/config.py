@@ -23,6 +23,8 @@ from .service_layer.pipelines import registry
 
 SERVICE_BUS_CONNECTION = "ServiceBusConnection"
 STORAGE_CONNECTION = "AzureWebJobsStorage"
+EMAIL_CONNECTION = "CommunicationServicesConnection"
+EMAIL_SENDERS = ("acs", "smtp")
 # The Functions host's keys, as the local host reads them; App Service sets WEBSITE_AUTH_ENABLED
 # when App Service Authentication (Easy Auth) fronts the app.
 CONSOLE_KEY_SETTINGS = ("FUNCTIONS_HOST_KEY", "FUNCTIONS_MASTER_KEY")
@@ -47,6 +49,16 @@ class StorageConnectionSettings:
     table_service_uri: str | None = None
     blob_service_uri: str | None = None
     queue_service_uri: str | None = None
+    client_id: str | None = None
+
+
+@dataclass(frozen=True)
+class EmailServiceConnectionSettings:
+    """Azure Communication Services: a connection string (``endpoint=…;accesskey=…``, the
+    local stand-in's) or the resource's endpoint, reached with the app's identity."""
+
+    connection_string: str | None = None
+    endpoint: str | None = None
     client_id: str | None = None
 
 
@@ -93,6 +105,13 @@ class Settings:
     # 0: gapless order numbers from one counter; N: blocks of N reserved per instance.
     order_number_block_size: int = 0
     console: ConsoleAccessSettings = ConsoleAccessSettings()
+    # Which adapter sends e-mail: "acs" (Azure Communication Services Email) or "smtp".
+    email_sender: str = "acs"
+    email_service: EmailServiceConnectionSettings = EmailServiceConnectionSettings()
+    # A fault-injection point for the crash tests, off unless set: a folder in which an
+    # instance that finds its process armed holds each receipt after sending it and before
+    # anything records it (shared.bootstrap.faults).
+    fault_hold_after_receipt_sent: str | None = None
 
     def queue_of(self, pipeline: str) -> str:
         """The session queue of a declared pipeline."""
@@ -141,6 +160,13 @@ class Settings:
             replay_max_dequeue_count=env.integer("REPLAY_MAX_DEQUEUE_COUNT", 5),
             order_number_block_size=_block_size(env),
             console=console_access(environ),
+            email_sender=_email_sender(env),
+            email_service=EmailServiceConnectionSettings(
+                connection_string=env.optional(EMAIL_CONNECTION),
+                endpoint=env.optional(f"{EMAIL_CONNECTION}__endpoint"),
+                client_id=env.optional(f"{EMAIL_CONNECTION}__clientId"),
+            ),
+            fault_hold_after_receipt_sent=env.optional("FAULT_HOLD_AFTER_RECEIPT_SENT"),
         )
 
 
@@ -192,6 +218,15 @@ def console_access(environ: Mapping[str, str] | None = None) -> ConsoleAccessSet
     env = _Reader(os.environ if environ is None else environ)
     keys = frozenset(key for name in CONSOLE_KEY_SETTINGS if (key := env.optional(name)))
     return ConsoleAccessSettings(keys=keys, easy_auth=env.boolean(EASY_AUTH_SETTING, False))
+
+
+def _email_sender(env: _Reader) -> str:
+    sender = (env.optional("EMAIL_SENDER") or "acs").lower()
+    if sender not in EMAIL_SENDERS:
+        raise ConfigurationError(
+            f"EMAIL_SENDER must be {' or '.join(EMAIL_SENDERS)}, got {sender!r}"
+        )
+    return sender
 
 
 def _block_size(env: _Reader) -> int:

@@ -22,11 +22,19 @@ from shared.domain.order_status import OrderRecord, StepOutcome
 from shared.domain.pauses import ManualPause
 from shared.domain.payments import Charge, PaymentDeclined, PaymentProviderUnavailable
 from shared.domain.products import Product
+from shared.domain.receipt_emails import ReceiptEmail
 from shared.domain.receipts import Receipt
 from shared.domain.replays import BulkAction, ReplayRequest, ReplayRequestNotFound
 from shared.domain.session_outcomes import ACCEPTED, SessionOutcome
 from shared.service_layer.dead_letters import archive_dead_letters
-from shared.service_layer.ports import DeadLetter, Email, OutgoingMessage, Page, RowOutcome
+from shared.service_layer.ports import (
+    DeadLetter,
+    Email,
+    OutgoingMessage,
+    Page,
+    Repeatability,
+    RowOutcome,
+)
 
 
 class FakeTime:
@@ -188,11 +196,48 @@ class InMemoryReceiptRenderer:
 
 
 class InMemoryEmailSender:
-    def __init__(self) -> None:
-        self.sent: list[Email] = []
+    """Repeatable as Azure Communication Services Email is: a send repeated with the same
+    request id is not sent again (no window: ``outside_window`` names the request ids it
+    answers as past it, ``MayHaveBeenSent``)."""
 
-    def send(self, email: Email) -> None:
+    name = "memory"
+
+    def __init__(self, *, repeatable: bool = True) -> None:
+        self.repeatable = repeatable
+        self.sent: list[Email] = []
+        self.requests: dict[str, str] = {}  # request id -> operation id
+        self.outside_window: set[str] = set()
+
+    def send(self, email: Email, *, repeat: Repeatability | None = None) -> str:
+        from shared.domain.errors import MayHaveBeenSent
+
+        if repeat is not None and repeat.request_id in self.outside_window:
+            raise MayHaveBeenSent("past the window")
+        if repeat is not None and self.repeatable and repeat.request_id in self.requests:
+            return self.requests[repeat.request_id]
         self.sent.append(email)
+        operation_id = f"op-{len(self.sent)}"
+        if repeat is not None:
+            self.requests[repeat.request_id] = operation_id
+        return operation_id
+
+
+class InMemoryReceiptEmails:
+    def __init__(self) -> None:
+        self.records: dict[str, ReceiptEmail] = {}
+
+    def create(self, record: ReceiptEmail) -> ReceiptEmail | None:
+        stored = self.records.get(record.job_id)
+        if stored is None:
+            self.records[record.job_id] = record
+        return stored
+
+    def save(self, record: ReceiptEmail) -> ReceiptEmail:
+        self.records[record.job_id] = record
+        return record
+
+    def find(self, job_id: str) -> ReceiptEmail | None:
+        return self.records.get(job_id)
 
 
 class InMemoryTaskSender:

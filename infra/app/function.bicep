@@ -1,5 +1,6 @@
 // The Function App on Flex Consumption (Linux, Python 3.13). Every connection is identity-based
-// through the user-assigned identity; the only secrets (SMTP) are Key Vault references.
+// through the user-assigned identity (Communication Services Email included); the only secrets
+// (SMTP's, when emailSender is smtp) are Key Vault references.
 // FUNCTIONS_WORKER_RUNTIME / FUNCTIONS_EXTENSION_VERSION are not app settings on Flex: the runtime
 // comes from functionAppConfig.runtime.
 param name string
@@ -15,6 +16,9 @@ param appInsightsConnectionString string
 param keyVaultUri string
 param replayQueueName string
 param dlqArchiveSchedule string = '0 */5 * * * *'
+@allowed(['acs', 'smtp'])
+param emailSender string = 'acs'
+param communicationServicesEndpoint string
 param smtpHost string
 param smtpPort string
 param smtpStartTls string
@@ -56,6 +60,12 @@ var appSettings = [
   { name: 'REPLAY_MAX_DEQUEUE_COUNT', value: '5' }
   { name: 'ORDER_TAX_RATE', value: '0.25' }
   { name: 'ORDER_SHIPPING_FEE', value: '4.95' }
+  // Receipts: Azure Communication Services Email with the app's identity (docs/processor.md,
+  // "The receipt e-mail, once"), or SMTP.
+  { name: 'EMAIL_SENDER', value: emailSender }
+  { name: 'CommunicationServicesConnection__endpoint', value: communicationServicesEndpoint }
+  { name: 'CommunicationServicesConnection__credential', value: 'managedidentity' }
+  { name: 'CommunicationServicesConnection__clientId', value: identityClientId }
   { name: 'SMTP_HOST', value: smtpHost }
   { name: 'SMTP_PORT', value: smtpPort }
   { name: 'SMTP_STARTTLS', value: smtpStartTls }

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     print(
-        "\n== Starting Azurite, the Service Bus emulator, an SMTP sink and the local host",
+        "\n== Starting Azurite, the Service Bus emulator, the e-mail stand-in and the local host",
         flush=True,
     )
     try:

@@ -1,5 +1,6 @@
 """What the running stack shows the demo, through the ways a user would look: the HTTP API,
-the emulator's queue counts, the mail the SMTP sink received, Table Storage."""
+the emulator's queue counts, the mail Communication Services Email (the local stand-in)
+accepted, Table Storage."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ class Observed:
     def receipts(self) -> dict[str, Receipt]:
         """Receipts mailed so far, by job id (the Message-ID is ``<job id>.receipt@...``)."""
         found = {}
-        for mail in self.stack.mail.received():
+        for mail in self.stack.email.received():
             receipt = receipt_of(mail)
             if receipt:
                 found[receipt.job_id] = receipt

@@ -289,7 +289,10 @@ class Story:
         purchase, imports = self.seen.purchase_queue, self.seen.import_queue
         receipts = self.seen.receipts()
         completed = [(s, name) for s, name in submitted.names.items() if s in receipts]
-        self.tell.say(f"   Completed sessions: {len(completed)} (receipt PDF in Blob, mailed)")
+        self.tell.say(
+            f"   Completed sessions: {len(completed)} (receipt PDF in Blob, mailed through "
+            "Communication Services Email)"
+        )
         for session, name in completed:
             receipt = receipts[session]
             self.tell.say(

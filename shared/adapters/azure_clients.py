@@ -1,4 +1,5 @@
-"""Clients for Storage and Service Bus, built from the connection settings.
+"""Clients for Storage, Service Bus and Communication Services Email, built from the
+connection settings.
 
 A connection string wins when set (``UseDevelopmentStorage=true`` means Azurite on its
 default ports); otherwise the connection is identity-based, with ``DefaultAzureCredential``
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from azure.core.credentials import TokenCredential
@@ -22,8 +23,10 @@ from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueServiceClient
 
 from ..config import (
+    EMAIL_CONNECTION,
     STORAGE_CONNECTION,
     ConfigurationError,
+    EmailServiceConnectionSettings,
     ServiceBusConnectionSettings,
     StorageConnectionSettings,
 )
@@ -32,8 +35,12 @@ from .table_audit import AUDIT_TABLE
 from .table_confirmations import CONFIRMATIONS_TABLE
 from .table_import_manifests import IMPORT_JOBS_TABLE
 from .table_pipeline_pauses import PIPELINE_PAUSES_TABLE
+from .table_receipt_emails import RECEIPT_EMAILS_TABLE
 from .table_session_outcomes import SESSION_OUTCOMES_TABLE
 from .table_transactions import TableTransactions
+
+if TYPE_CHECKING:
+    from azure.communication.email import EmailClient
 
 PRODUCTS_TABLE = "products"
 ORDER_NUMBERS_TABLE = "ordernumbers"
@@ -63,6 +70,7 @@ APP_TABLES = (
     CONFIRMATIONS_TABLE,
     SESSION_OUTCOMES_TABLE,
     PIPELINE_PAUSES_TABLE,
+    RECEIPT_EMAILS_TABLE,
 )
 APP_CONTAINERS = (RECEIPTS_CONTAINER, DEAD_LETTER_BODIES_CONTAINER)
 
@@ -166,6 +174,32 @@ def service_bus_client(settings: ServiceBusConnectionSettings, **options: Any) -
         credential=_credential(settings.client_id),
         **options,
     )
+
+
+def email_client(settings: EmailServiceConnectionSettings) -> EmailClient:
+    """A client for a connection string (the local stand-in's: ``endpoint=http://…;
+    accesskey=…``, signed with the key) or, without one, for the resource's endpoint with the
+    app's identity. The SDK's own ``from_connection_string`` would turn an ``http`` endpoint
+    into ``https``, so the connection string is read here. The SDK's own retries are off: a
+    failed send or status read (a dropped connection, a 5xx, a 429 with its Retry-After) is
+    the task's transient error, retried by the processor with its backoff, as the same
+    request (retries live in one layer)."""
+    from azure.communication.email import EmailClient
+    from azure.core.credentials import AzureKeyCredential
+
+    if settings.connection_string:
+        parts = parse_connection_string(settings.connection_string)  # keys lowercased
+        if not parts.get("endpoint") or not parts.get("accesskey"):
+            raise ConfigurationError(f"{EMAIL_CONNECTION} must be endpoint=<url>;accesskey=<key>.")
+        endpoint, credential = parts["endpoint"], AzureKeyCredential(parts["accesskey"])
+        return EmailClient(endpoint.rstrip("/"), credential, retry_total=0)
+    if not settings.endpoint:
+        raise ConfigurationError(
+            f"Set {EMAIL_CONNECTION}__endpoint (the Communication Services resource, e.g. "
+            f"https://<name>.<geography>.communication.azure.com, reached with the app's "
+            f"identity) or {EMAIL_CONNECTION} (a connection string), or EMAIL_SENDER=smtp."
+        )
+    return EmailClient(settings.endpoint, _credential(settings.client_id), retry_total=0)
 
 
 def ensure_storage(

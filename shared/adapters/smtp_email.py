@@ -14,16 +14,18 @@ from email.message import EmailMessage
 from email.policy import SMTP, SMTPUTF8
 from email.utils import formatdate
 
-from ..domain.errors import InvalidInput, PermanentTaskError, TransientTaskError
-from ..domain.mailboxes import Mailbox, parse_mailbox
-from ..service_layer.ports import Email
-
-UNAVAILABLE = "EmailServerUnavailable"
-REJECTED = "EmailRejected"
+from ..domain.errors import PermanentTaskError, TransientTaskError
+from ..domain.mailboxes import Mailbox
+from ..service_layer.ports import Email, Repeatability
+from .email_messages import REJECTED, UNAVAILABLE, customer_mailbox, scalar_values
 
 
 class SmtpEmailSender:
     """One connection per e-mail (receipts are few; a pooled connection would go stale).
+
+    SMTP has no repeatable requests: a repeat sends the e-mail again (``repeatable`` False),
+    so ``ReceiptMailer`` records an attempt before the conversation and does not repeat one
+    that a crash cut short.
 
     Failures are sorted the way SMTP means them: no connection, a dropped connection, a
     timeout or a 4xx reply are ``TransientTaskError`` (try again later); a refused recipient,
@@ -49,9 +51,13 @@ class SmtpEmailSender:
         self._starttls = starttls
         self._timeout = timeout
 
-    def send(self, email: Email) -> None:
-        """Deliver ``email`` to the server, or raise a transient or permanent task error."""
-        to = _recipient(email.to)
+    name = "smtp"
+    repeatable = False
+
+    def send(self, email: Email, *, repeat: Repeatability | None = None) -> str:
+        """Deliver ``email`` to the server and return its Message-ID, or raise a transient or
+        permanent task error (``repeat`` is not used: SMTP has nothing to carry it)."""
+        to = customer_mailbox(email.to)
         server = f"{self._host}:{self._port}"
         try:
             with smtplib.SMTP(self._host, self._port, timeout=self._timeout) as smtp:
@@ -137,17 +143,19 @@ class SmtpEmailSender:
                 "keeps happening, check that the server runs and SMTP_HOST/SMTP_PORT.",
             ) from error
 
+        return email.message_id
+
     def _message(self, email: Email, to: Mailbox) -> EmailMessage:
         message = EmailMessage()
         message["From"] = self._sender
         message["To"] = to.address()
-        message["Subject"] = _scalar_values(email.subject)
+        message["Subject"] = scalar_values(email.subject)
         message["Date"] = formatdate(usegmt=True)
         message_id = email.message_id.strip()
         if not message_id.startswith("<"):
             message_id = f"<{message_id}>"
         message["Message-ID"] = message_id
-        message.set_content(_scalar_values(email.text), cte="quoted-printable")
+        message.set_content(scalar_values(email.text), cte="quoted-printable")
         for attachment in email.attachments:
             maintype, _, subtype = attachment.content_type.partition("/")
             message.add_attachment(
@@ -157,23 +165,6 @@ class SmtpEmailSender:
                 filename=attachment.filename,
             )
         return message
-
-
-def _recipient(address: str) -> Mailbox:
-    try:
-        return parse_mailbox(address, field="customer_email")
-    except InvalidInput as error:
-        raise PermanentTaskError(
-            REJECTED,
-            f"The e-mail cannot be sent to {address!r}: the address {error.problem}. Correct "
-            "the customer's e-mail address and send the receipt again.",
-        ) from error
-
-
-def _scalar_values(text: str) -> str:
-    """``text`` with each lone surrogate (not a character, and not encodable in any UTF)
-    replaced by U+FFFD, as a decoder would."""
-    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
 
 
 def _text(reply: bytes | str) -> str:

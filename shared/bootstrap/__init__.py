@@ -26,6 +26,7 @@ from ..service_layer.overview import Sources
 from ..service_layer.pauses import PipelineControls
 from ..service_layer.pipelines import Pipeline, registry
 from ..service_layer.processor import SessionProcessor
+from ..service_layer.receipt_mailer import ReceiptMailer
 from ..service_layer.session_messages import Observer
 from ..telemetry.setup import telemetry
 from . import parts as adapters
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
         OrderProgress,
         PaymentGateway,
         ProductCatalog,
+        ReceiptEmails,
         ReceiptRenderer,
         ReceiptStore,
         ReplayQueue,
@@ -183,6 +185,7 @@ class Container:
             c.archive,
             c.audit_trail,
             c.session_outcomes,
+            c.receipt_emails,
         )
     )
     # Adapters, each built by ``shared.bootstrap.parts`` from the clients below.
@@ -224,6 +227,10 @@ class Container:
     receipts: Part[ReceiptStore] = Part(lambda c: adapters.receipts(c._blob_service))
     receipt_renderer: Part[ReceiptRenderer] = Part(lambda c: adapters.receipt_renderer())
     email: Part[EmailSender] = Part(lambda c: adapters.email(c.settings))
+    receipt_emails: Part[ReceiptEmails] = Part(lambda c: adapters.receipt_emails(c._table_service))
+    receipt_mailer: Part[ReceiptMailer] = Part(
+        lambda c: ReceiptMailer(c.receipt_emails, c.email, after_send=_fault_hold(c.settings))
+    )
     # The operator console's records and the dead letters it counts.
     audit_trail: Part[AuditTrail] = Part(lambda c: adapters.audit_trail(c._table_service))
     confirmations: Part[Confirmations] = Part(lambda c: adapters.confirmations(c._table_service))
@@ -290,6 +297,14 @@ def _gates(c: Container) -> Gates:
     if metrics is not None:
         metrics.observe_paused(gates.readings)
     return gates
+
+
+def _fault_hold(settings: Settings) -> Callable[[str], None] | None:
+    if not settings.fault_hold_after_receipt_sent:
+        return None
+    from .faults import hold_after_receipt_sent
+
+    return hold_after_receipt_sent(settings.fault_hold_after_receipt_sent)
 
 
 def _processor(c: Container, pipeline: Pipeline) -> SessionProcessor:

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from azure.storage.blob import BlobServiceClient
     from azure.storage.queue import QueueServiceClient
 
+    from ..adapters.acs_email import AcsEmailSender
     from ..adapters.blob_receipts import BlobReceiptStore
     from ..adapters.pdf_receipts import ReportLabReceiptRenderer
     from ..adapters.servicebus_dead_letters import (
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from ..adapters.table_order_progress import TableOrderProgress
     from ..adapters.table_pipeline_pauses import TablePipelinePauses
     from ..adapters.table_products import TableProductCatalog
+    from ..adapters.table_receipt_emails import TableReceiptEmails
     from ..adapters.table_replay_requests import TableReplayRequests
     from ..adapters.table_session_outcomes import TableSessionOutcomes
     from ..adapters.table_transactions import TableTransactions
@@ -129,7 +131,19 @@ def receipt_renderer() -> ReportLabReceiptRenderer:
     return ReportLabReceiptRenderer()
 
 
-def email(settings: Settings) -> SmtpEmailSender:
+def email(settings: Settings) -> AcsEmailSender | SmtpEmailSender:
+    """The sender EMAIL_SENDER names: Azure Communication Services Email (the default), or
+    SMTP."""
+    if settings.email_sender == "acs":
+        from ..adapters import azure_clients
+        from ..adapters.acs_email import AcsEmailSender
+
+        connection = settings.email_service
+        return AcsEmailSender(
+            azure_clients.email_client(connection),
+            sender=settings.receipt_email_from,
+            endpoint=connection.endpoint or "the endpoint of CommunicationServicesConnection",
+        )
     from ..adapters.smtp_email import SmtpEmailSender
 
     return SmtpEmailSender(
@@ -140,6 +154,12 @@ def email(settings: Settings) -> SmtpEmailSender:
         password=settings.smtp_password,
         starttls=settings.smtp_starttls,
     )
+
+
+def receipt_emails(tables: TableServiceClient) -> TableReceiptEmails:
+    from ..adapters.table_receipt_emails import RECEIPT_EMAILS_TABLE, TableReceiptEmails
+
+    return TableReceiptEmails(tables.get_table_client(RECEIPT_EMAILS_TABLE))
 
 
 # -- orders, imports, idempotency ----------------------------------------------------------------

@@ -157,3 +157,13 @@ class TransientTaskError(TaskFailed):
     def __init__(self, reason: str, description: str, *, dependency: str | None = None) -> None:
         super().__init__(reason, description)
         self.dependency = dependency
+
+
+class MayHaveBeenSent(PipelineError):
+    """The mail service cannot tell whether it carried out a repeated send (the request's
+    first attempt is older than the window in which it recognises repeats): sending it again
+    might mail the customer twice, so a person decides."""
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description)
+        self.description = description

@@ -11,6 +11,7 @@ from .archive import FailureRecord, ReplayClaim
 from .errors import NotFound
 from .history import ReplayOutcome
 from .reasons import SESSION_FAILED
+from .receipt_emails import ReceiptEmail
 
 COMPLETED: Literal["completed"] = "completed"
 FAILED: Literal["failed"] = "failed"
@@ -53,6 +54,9 @@ class OrderStatus:
     # The failed session's replays, each with its outcome (a replay that failed again was
     # replayed in turn): filled in by the service, which reads them.
     replays: tuple[ReplayOutcome, ...] = ()
+    # The receipt e-mail's record (sent, may have been sent, ...), once its task ran: filled
+    # in by the service, which reads it.
+    receipt_email: ReceiptEmail | None = None
 
 
 class OrderNotFound(NotFound):

@@ -58,7 +58,10 @@ def order_view(req: func.HttpRequest, order: StartedJob) -> dict[str, Any]:
 
 
 def order_status_view(status: OrderStatus) -> dict[str, Any]:
-    return asdict(status)
+    view = asdict(status)
+    if status.receipt_email is not None:  # its first-sent time as ISO 8601, like the others
+        view["receipt_email"]["first_sent"] = status.receipt_email.first_sent.isoformat()
+    return view
 
 
 def replay_view(req: func.HttpRequest, result: ReplayResult) -> dict[str, Any]:

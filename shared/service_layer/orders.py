@@ -16,6 +16,7 @@ from .ports import (
     OrderNumbers,
     OrderProgress,
     PaymentGateway,
+    ReceiptEmails,
     SessionOutcomes,
 )
 
@@ -30,11 +31,12 @@ class OrderLookup:
     archive: DeadLetterArchive
     audit: AuditTrail
     sessions: SessionOutcomes
+    receipt_emails: ReceiptEmails
 
     def status(self, job_id: str) -> OrderStatus:
-        """Where the order stands (``shared.domain.order_status``), with the replays of its
-        failed session and their outcomes. Raises ``OrderNotFound`` when nothing was recorded
-        of it."""
+        """Where the order stands (``shared.domain.order_status``), with its receipt e-mail's
+        record and the replays of its failed session and their outcomes. Raises
+        ``OrderNotFound`` when nothing was recorded of it."""
         record = self.progress.find(job_id)
         if record is None:
             raise OrderNotFound(job_id)
@@ -52,6 +54,7 @@ class OrderLookup:
             failure=self.archive.find_record(session_id),
             claim=claim,
         )
+        status = replace(status, receipt_email=self.receipt_emails.find(job_id))
         if claim is None:
             return status
         chain = replay_chain(self.archive, self.audit, Progress(self.sessions), session_id)

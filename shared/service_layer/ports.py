@@ -28,6 +28,7 @@ from ..domain.import_jobs import JobManifest
 from ..domain.order_status import OrderRecord, StepOutcome
 from ..domain.payments import Charge
 from ..domain.products import Product
+from ..domain.receipt_emails import ReceiptEmail
 from ..domain.receipts import Receipt
 from ..domain.replays import ReplayRequest
 from ..domain.session_outcomes import SessionOutcome
@@ -140,10 +141,44 @@ class Email:
     attachments: tuple[Attachment, ...] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True)
+class Repeatability:
+    """What makes a send repeatable: its request id (a GUID) and when it was first sent."""
+
+    request_id: str
+    first_sent: datetime
+
+
 class EmailSender(Protocol):
-    def send(self, email: Email) -> None:
-        """Deliver ``email``, or raise a transient or permanent task error. A repeat sends it
-        again (with the same ``message_id``, so the recipient can tell)."""
+    name: str  # "acs", "smtp": what the receipt's record says sent it
+    # True: a send repeated with the same ``Repeatability`` within the service's window is
+    # carried out once; False: a repeat sends the e-mail again.
+    repeatable: bool
+
+    def send(self, email: Email, *, repeat: Repeatability | None = None) -> str:
+        """Deliver ``email``, following the send to its end; returns what the send is known
+        by (the service's operation id, else the e-mail's Message-ID). Raises a transient or
+        permanent task error, or ``MayHaveBeenSent`` when the service no longer knows whether
+        a repeat's first attempt was carried out. Without ``repeat`` (or when not
+        ``repeatable``), a repeat sends it again (with the same ``message_id``, so the
+        recipient can tell)."""
+        ...
+
+
+class ReceiptEmails(Protocol):
+    """The records of the jobs' receipt e-mails (``shared.domain.receipt_emails``)."""
+
+    def create(self, record: ReceiptEmail) -> ReceiptEmail | None:
+        """Write ``record`` unless the job has one: None when it was written, else the job's
+        record as stored (which ``record`` did not replace)."""
+        ...
+
+    def save(self, record: ReceiptEmail) -> ReceiptEmail:
+        """Write ``record`` over the job's; returns it as stored (``updated_at`` set)."""
+        ...
+
+    def find(self, job_id: str) -> ReceiptEmail | None:
+        """The job's record, None when its receipt was never attempted."""
         ...
 
 

@@ -1,6 +1,6 @@
 """The five purchase tasks. Each is idempotent: a redelivery, or a replay of the session,
-does no harm and charges nothing twice. Each returns the small outputs later tasks need;
-the processor keeps them in the session state's context."""
+does no harm, charges nothing twice and mails nothing twice (``ReceiptMailer``). Each returns
+the small outputs later tasks need; the processor keeps them in the session state's context."""
 
 from __future__ import annotations
 
@@ -21,18 +21,19 @@ from ..domain.pipelines import (
     SEND_RECEIPT_EMAIL,
 )
 from ..domain.pricing import calculate_totals
+from ..domain.receipt_emails import SENT
 from ..domain.receipts import Receipt, ReceiptLine
 from .clock import Clock, utc_now
 from .ports import (
     Attachment,
     Email,
-    EmailSender,
     OrderNumbers,
     PaymentGateway,
     ProductCatalog,
     ReceiptRenderer,
     ReceiptStore,
 )
+from .receipt_mailer import ReceiptMailer
 from .session_messages import Task, TaskInvocation
 
 
@@ -43,7 +44,7 @@ class PurchaseDependencies:
     payments: PaymentGateway
     receipts: ReceiptStore
     renderer: ReceiptRenderer
-    email: EmailSender
+    mailer: ReceiptMailer
     tax_rate: Decimal
     shipping_fee: Decimal
     clock: Clock = utc_now
@@ -151,8 +152,11 @@ def send_receipt_email(deps: PurchaseDependencies, call: TaskInvocation) -> Mapp
     _needs(call, "receipt", GENERATE_RECEIPT)
     pdf = deps.receipts.load(order_number)
     total = _needs(call, "total", CALCULATE_TOTAL)
-    deps.email.send(receipt_email(call.message.job_id, order, order_number, total, pdf))
-    return {"receipt_emailed_at": deps.clock().isoformat(timespec="seconds")}
+    email = receipt_email(call.message.job_id, order, order_number, total, pdf)
+    record = deps.mailer.deliver(call.message.job_id, call.message.step, email)
+    if record.status != SENT:  # may have been sent: the order's status shows it to a person
+        return {"receipt_email": record.status}
+    return {"receipt_email": SENT, "receipt_emailed_at": deps.clock().isoformat(timespec="seconds")}
 
 
 def receipt_email(job_id: str, order: Order, order_number: str, total: str, pdf: bytes) -> Email:

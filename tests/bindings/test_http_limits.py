@@ -25,6 +25,7 @@ from tests.fakes import (
     InMemoryDeadLetterArchive,
     InMemoryOrderNumbers,
     InMemoryPaymentGateway,
+    InMemoryReceiptEmails,
 )
 
 from .conftest import StorageApp, Twins
@@ -78,6 +79,7 @@ def shop(twins: Twins) -> Iterator[Twins]:
         order_numbers=InMemoryOrderNumbers(),
         payments=InMemoryPaymentGateway(),
         archive=InMemoryDeadLetterArchive(),
+        receipt_emails=InMemoryReceiptEmails(),
     )
     yield twins
 

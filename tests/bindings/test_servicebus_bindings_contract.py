@@ -107,6 +107,8 @@ TOOLING = {
     "packages/servicebus-emulator/tests/sdk.py": "the HTTP base-URL override Microsoft's "
     "emulator docs give for Python",
     "packages/servicebus-emulator/tests/test_faults.py": "the same documented emulator override",
+    "tests/scaleout/receipt_kills.py": "the same documented emulator override (to shorten the "
+    "purchase queue's locks)",
     "tests/integration/test_servicebus_sender.py": "reads what a batch holds (no public view)",
     "tests/spark/test_batches.py": "reads what a batch holds (no public view)",
     "tests/integration/test_trace_context.py": "compares with the SDK's own tracing module",

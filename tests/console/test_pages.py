@@ -9,6 +9,7 @@ import re
 import urllib.error
 import urllib.request
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -18,8 +19,10 @@ from playwright.sync_api import Page, expect
 from localdev.demo import catalogue
 from localdev.demo.catalogue import FIELDS
 from shared.adapters.table_import_manifests import IMPORT_JOBS_TABLE, TableManifestStore
+from shared.adapters.table_receipt_emails import RECEIPT_EMAILS_TABLE, TableReceiptEmails
 from shared.domain.archive import row_key
 from shared.domain.import_jobs import JobManifest
+from shared.domain.receipt_emails import SENDING, ReceiptEmail, receipt_request_id
 from tests import polling
 from tests.builders import order_document
 from tests.console.conftest import (
@@ -302,3 +305,71 @@ def test_an_import_job_shows_its_progress_as_its_rows_arrive(
     screenshot(page, "12-import")
     page.goto(console.url)
     expect(page.get_by_role("main")).not_to_contain_text(job)  # no longer in progress
+
+
+def test_a_receipt_the_mail_service_can_no_longer_vouch_for_is_shown_for_a_person_to_decide(
+    console: Console, page: Page
+) -> None:
+    # Given: an order that failed at its payment (the provider down for its card), archived
+    card = f"tok_amex_{uuid.uuid4().hex[:8]}"
+    before = console.payments.current_outage()
+    console.payments.set_outage([*before, card])
+    accepted = console.api.submit_order(
+        order_document(card_token=card, lines=[{"sku": "TEA-ASSAM", "quantity": 1}]),
+        idempotency_key=f"console-412-{uuid.uuid4()}",
+    )
+    job, session = accepted["job_id"], accepted["session_id"]
+    failed_session = f"failed-sessions/{quote(session, safe='')}"
+    polling.wait_for(
+        lambda: (
+            (r := console.api.request("GET", failed_session)).status == 200 and r.json()["has_last"]
+        ),
+        60,
+        "the failed order archived",
+    )
+    console.payments.set_outage(before)
+    # ... and a first attempt at its receipt six minutes ago whose outcome was never recorded
+    # (the instance that sent it died, and nothing ran the task again within the window)
+    TableReceiptEmails(
+        TableClient.from_connection_string(
+            console.stack.storage_connection_string, RECEIPT_EMAILS_TABLE
+        )
+    ).save(
+        ReceiptEmail(
+            job,
+            "ada@example.com",
+            SENDING,
+            receipt_request_id(job, 5),
+            datetime.now(UTC) - timedelta(minutes=6),
+            "acs",
+        )
+    )
+
+    # When: the session is replayed and its receipt task runs again
+    replayed = console.api.request(
+        "POST",
+        f"{failed_session}/replay",
+        headers={"Idempotency-Key": f"console-412-replay-{uuid.uuid4()}"},
+    )
+    assert replayed.status == 202, replayed.body
+
+    # Then: Communication Services answers 412; the order completes, nothing is mailed, and
+    # its status and the console's order page say the receipt may have been sent
+    status = polling.wait_for(
+        lambda: (
+            (s := console.api.request("GET", f"orders/{job}").json())["status"] == "completed" and s
+        ),
+        60,
+        "the replayed order completed",
+    )
+    assert status["receipt_email"]["status"] == "may-have-been-sent"
+    assert "cannot tell whether it went out" in status["receipt_email"]["detail"]
+    wanted = f"<{job}.receipt@pipelines.local>"
+    assert [m for m in console.stack.email.received() if m["Message-ID"] == wanted] == []
+    sign_in(page, console)
+    page.goto(f"{console.url}/orders?{urlencode({'ref': job})}")
+    decide = page.get_by_role("region", name="The receipt may have been sent: a person decides")
+    expect(decide).to_contain_text("Nothing was sent again")
+    expect(decide).to_contain_text(receipt_request_id(job, 5))
+    expect(page.get_by_role("main")).to_contain_text("may have been sent to ada@example.com")
+    screenshot(page, "14-receipt-may-have-been-sent")

@@ -22,7 +22,7 @@ from tests.console.conftest import Console, screenshot, sign_in
 
 def _receipt_sent(console: Console, job_id: str) -> bool:
     wanted = f"<{job_id}.receipt@pipelines.local>"
-    return any(str(m.get("Message-ID")) == wanted for m in console.stack.mail.received())
+    return any(str(m.get("Message-ID")) == wanted for m in console.stack.email.received())
 
 
 def _replay_span(console: Console, session_id: str) -> Span | None:

@@ -164,7 +164,7 @@ class E2E:
     def receipt_mails(self, job_id: str) -> list[EmailMessage]:
         """Every receipt mailed for the job (a copy sent twice would be here twice)."""
         wanted = f"<{job_id}.receipt@pipelines.local>"
-        return [m for m in self.stack.mail.received() if str(m.get("Message-ID")) == wanted]
+        return [m for m in self.stack.email.received() if str(m.get("Message-ID")) == wanted]
 
     def sessions_that_ran(self, candidates: set[str]) -> set[str]:
         """Which of the ``candidates`` sessions ran any purchase task."""

@@ -128,7 +128,7 @@ def test_a_job_runs_its_tasks_in_order_each_on_what_the_earlier_made(
     assert [s["status"] for s in done["sessions"]] == ["completed"]
     assert tasks_run(stack, job) == ["CreateAccount", "ProvisionWorkspace", "SendWelcomeEmail"]
     # The workspace is named after the account CreateAccount made: the tasks ran in order.
-    welcome = f"[smtp] Welcome to ws-acct-{job} -> ada@example.com"
+    welcome = f"[email] Welcome to ws-acct-{job} -> ada@example.com"
     polling.wait_for(lambda: welcome in stack.lines, 10, "the welcome mail")
 
 

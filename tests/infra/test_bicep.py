@@ -55,6 +55,7 @@ def test_role_definitions_are_the_documented_built_ins() -> None:
         "4633458b-17de-408a-b874-0445c86b69e6": "Key Vault Secrets User",
         "b86a8fe4-44ce-4948-aee5-eccb2c155cd7": "Key Vault Secrets Officer",
         "3913510d-42f4-4e42-8a64-420c390055eb": "Monitoring Metrics Publisher",
+        "09976791-48a7-449e-bb21-39d1a415f350": "Communication and Email Service Owner",
     }
     found: dict[str, str] = {}
     for path in (INFRA / "app" / "rbac").glob("*.bicep"):

@@ -22,6 +22,7 @@ from azure.servicebus import ServiceBusClient
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from localdev.azurite import free_port
+from localdev.email_http import RunningEmailService, run_email_service
 from shared.adapters.azure_clients import blob_service, table_service
 from shared.adapters.smtp_email import SmtpEmailSender
 from shared.config import StorageConnectionSettings
@@ -124,6 +125,14 @@ def smtp_inbox(smtp_server: SmtpInbox) -> SmtpInbox:
     """The session's SMTP server, emptied for this test."""
     smtp_server.clear()
     return smtp_server
+
+
+@pytest.fixture(scope="session")
+def email_service() -> Iterator[RunningEmailService]:
+    """The local stand-in for Azure Communication Services Email for the whole session
+    (localdev/email_service.py): what the app's default e-mail adapter sends to."""
+    with run_email_service() as running:
+        yield running
 
 
 # -- Service Bus ------------------------------------------------------------------------------

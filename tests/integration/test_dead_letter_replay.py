@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
+from email.message import EmailMessage
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from azure.servicebus import ServiceBusClient
 from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueClient, TextBase64DecodePolicy
 
+from localdev.email_http import RunningEmailService
 from shared.adapters.azure_clients import (
     DEAD_LETTER_BODIES_CONTAINER,
     PAYMENTS_TABLE,
@@ -42,8 +44,10 @@ from shared.domain.archive import (
     replay_session_id,
 )
 from shared.domain.envelope import TaskMessage, parse_task_message
+from shared.domain.errors import ServiceUnavailable
 from shared.domain.pipelines import IMPORT_PRODUCT, PRODUCT_IMPORT, PURCHASE, import_message
 from shared.domain.products import Product
+from shared.domain.receipt_emails import receipt_request_id
 from shared.domain.session_state import decode_session_state
 from shared.entrypoints.failed_sessions_http import (
     get_failed_session,
@@ -58,10 +62,11 @@ from shared.service_layer.import_tasks import import_product
 from shared.service_layer.jobs import start_job
 from shared.service_layer.pipelines import registry
 from shared.service_layer.processor import FailurePolicy, Outcome, RetryPolicy, SessionProcessor
+from shared.service_layer.receipt_mailer import ReceiptMailer
 from shared.service_layer.replay import replay_session
 from tests.builders import order_document
 
-from .conftest import POOL_LOCK_SECONDS, ServiceBusEmulator, SmtpInbox
+from .conftest import POOL_LOCK_SECONDS, ServiceBusEmulator
 from .servicebus import (
     Received,
     SessionRunner,
@@ -87,11 +92,11 @@ def app_environ(
     table_service_client: TableServiceClient,
     blob_service_client: BlobServiceClient,
     servicebus_connection_string: str,
-    smtp_server: SmtpInbox,
+    email_service: RunningEmailService,
     session_queue: str,
 ) -> Iterator[dict[str, str]]:
     """The app's settings for Azurite, the emulator (purchases on this test's own queue, a
-    replay queue of its own) and the session's SMTP server."""
+    replay queue of its own) and the session's e-mail stand-in."""
     replay_queue = f"replays-{uuid.uuid4().hex[:12]}"
     ensure_storage(
         table_service_client,
@@ -105,8 +110,7 @@ def app_environ(
         "REPLAY_QUEUE_NAME": replay_queue,
         "ServiceBusConnection": servicebus_connection_string,
         "AzureWebJobsStorage": azurite_connection_string,
-        "SMTP_HOST": smtp_server.host,
-        "SMTP_PORT": str(smtp_server.port),
+        "CommunicationServicesConnection": email_service.connection_string,
         "TASK_RETRY_WINDOW_SECONDS": "0",
     }
     queue_service(storage_settings).delete_queue(replay_queue)
@@ -155,6 +159,11 @@ def failing_from(step: int, reason: str) -> Callable[[Received], tuple[str, str]
         return ("SessionFailed", f"Not run: the session failed at step {step}")
 
     return verdict
+
+
+def receipts_of(email_service: RunningEmailService, job_id: str) -> list[EmailMessage]:
+    wanted = f"<{job_id}.receipt@pipelines.local>"
+    return [m for m in email_service.received() if m["Message-ID"] == wanted]
 
 
 def unique(name: str) -> str:
@@ -712,6 +721,77 @@ def test_bulk_replay_by_reason_replays_an_import_session(
     assert container.archive.get_summary(sid).status == "replayed"
 
 
+# -- a purchase whose receipt went out but was never recorded, replayed ---------------------
+
+
+def test_a_replay_of_a_session_whose_receipt_went_out_sends_the_same_request_and_no_mail(
+    make_container: Callable[..., Container],
+    session_runner: SessionRunner,
+    email_service: RunningEmailService,
+    table_service_client: TableServiceClient,
+    session_queue: str,
+) -> None:
+    # Given: a purchase whose receipt the mail service sent, while Table Storage refused every
+    # write after the send, so that its last task gave up (UnhandledError) and was archived
+    sku = unique("SKU")
+    TableProductCatalog(table_service_client.get_table_client(PRODUCTS_TABLE)).upsert(
+        Product(sku=sku, name="Teapot", price=Decimal("20.00"), currency="EUR")
+    )
+    storage_down = make_container()
+
+    def refused(job_id: str) -> None:
+        raise ServiceUnavailable("Table Storage", "connection refused")
+
+    storage_down.override(
+        receipt_mailer=ReceiptMailer(
+            storage_down.receipt_emails, storage_down.email, after_send=refused
+        )
+    )
+    order = start_job(
+        registry().get(PURCHASE),
+        order_document(lines=[{"sku": sku, "quantity": 1}]),
+        sender=storage_down.task_sender,
+        queue_name=session_queue,
+    )
+    first = session_runner.run(session_queue, order.session_id, storage_down.processor(PURCHASE))
+    assert outcomes(first)[-2:] == [Outcome.ABANDONED, Outcome.DEAD_LETTERED]
+    archive_all(storage_down, session_queue, expected=1)
+    assert storage_down.archive.get_summary(order.session_id).failed_task == "SendReceiptEmail"
+    (sent,) = receipts_of(email_service, order.job_id)
+    sends_before = email_service.service.sends
+
+    # When: the session is replayed (a new session, with a fresh session state)
+    storage_back = make_container()
+    use_container(storage_back)
+    accepted = _document(
+        replay_failed_session(
+            _http(
+                "POST",
+                f"failed-sessions/{order.session_id}/replay",
+                route_params={"session_id": order.session_id},
+                headers={"Idempotency-Key": "after-storage-is-back"},
+            )
+        ),
+        202,
+    )
+    resumed = session_runner.run(
+        session_queue, accepted["new_session_id"], storage_back.processor(PURCHASE)
+    )
+
+    # Then: the task sent the same request again (its id from the job and step, its first-sent
+    # time from the record), the service answered the first result, and no mail went out
+    assert outcomes(resumed) == [Outcome.COMPLETED]
+    assert email_service.service.sends == sends_before + 1
+    assert receipts_of(email_service, order.job_id) == [sent]
+    record = storage_back.receipt_emails.find(order.job_id)
+    assert record is not None
+    assert (record.status, record.attempts) == ("sent", 3)
+    assert record.request_id == record.operation_id == receipt_request_id(order.job_id, 5)
+    assert [m.request_id for m in email_service.sent() if m.operation_id == record.request_id] == [
+        record.request_id
+    ]
+
+
 # -- a purchase that failed at ProcessPayment, replayed once the provider is back ------------
 
 
@@ -720,7 +800,7 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
     servicebus_client: ServiceBusClient,
     servicebus_emulator: ServiceBusEmulator,
     session_runner: SessionRunner,
-    smtp_inbox: SmtpInbox,
+    email_service: RunningEmailService,
     table_service_client: TableServiceClient,
     session_queue: str,
 ) -> None:
@@ -755,7 +835,7 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
     )
     order_number, total = summary.context["order_number"], summary.context["total"]
     assert Decimal(total) == Decimal("54.95")  # 2 x 20.00, 25 % tax, 4.95 shipping
-    assert smtp_inbox.messages == []
+    assert receipts_of(email_service, order.job_id) == []
 
     provider_back = make_container()  # the same tables, no outage
     use_container(provider_back)
@@ -775,7 +855,7 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
     )
 
     assert outcomes(resumed) == [Outcome.COMPLETED] * 3
-    [email] = smtp_inbox.messages
+    [email] = receipts_of(email_service, order.job_id)
     assert email["Subject"] == f"Your receipt for order {order_number}"
     body = email.get_body(preferencelist=("plain",))
     assert body is not None and f"We charged {total} EUR" in body.get_content()

@@ -33,6 +33,7 @@ from shared.adapters.table_archive import TableDeadLetterArchive
 from shared.adapters.table_import_progress import TableImportProgress
 from shared.adapters.table_order_numbers import TableOrderNumbers
 from shared.adapters.table_products import TableProductCatalog
+from shared.adapters.table_receipt_emails import RECEIPT_EMAILS_TABLE, TableReceiptEmails
 from shared.domain.envelope import TaskMessage
 from shared.domain.orders import parse_order
 from shared.domain.pipelines import (
@@ -47,6 +48,7 @@ from shared.service_layer.observers import import_progress_observer
 from shared.service_layer.ports import SessionActions
 from shared.service_layer.processor import RetryPolicy, SessionProcessor
 from shared.service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
+from shared.service_layer.receipt_mailer import ReceiptMailer
 from tests.builders import order_document
 
 from .conftest import SmtpInbox
@@ -148,7 +150,10 @@ def test_each_task_message_costs_the_round_trips_the_processor_doc_lists(
                     ),
                     receipts=BlobReceiptStore(blobs.get_container_client(RECEIPTS_CONTAINER)),
                     renderer=ReportLabReceiptRenderer(),
-                    email=smtp_inbox.sender(),
+                    mailer=ReceiptMailer(
+                        TableReceiptEmails(tables.get_table_client(RECEIPT_EMAILS_TABLE)),
+                        smtp_inbox.sender(),
+                    ),
                     tax_rate=Decimal("0.25"),
                     shipping_fee=Decimal("4.95"),
                 )

@@ -52,6 +52,7 @@ from shared.service_layer.processor import (
     FailurePolicy, IncomingMessage, Outcome, RetryPolicy, SessionProcessor,
 )
 from shared.service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
+from shared.service_layer.receipt_mailer import ReceiptMailer
 from shared.telemetry.context import sending_trace_properties
 from shared.telemetry.operations import request_span
 from shared.telemetry.setup import telemetry
@@ -60,7 +61,8 @@ from tests.builders import dead_letter, order_document
 from tests.fakes import (
     InMemoryDeadLetterArchive, InMemoryDeadLetterQueue, InMemoryEmailSender,
     InMemoryOrderNumbers, InMemoryPaymentGateway, InMemoryProductCatalog,
-    InMemoryReceiptRenderer, InMemoryReceiptStore, InMemorySessionActions,
+    InMemoryReceiptEmails, InMemoryReceiptRenderer, InMemoryReceiptStore,
+    InMemorySessionActions,
 )
 
 QUEUE = "purchase-tasks"
@@ -73,7 +75,7 @@ processor = SessionProcessor(
         payments=InMemoryPaymentGateway(decline_tokens={"tok_declined"}),
         receipts=InMemoryReceiptStore(),
         renderer=InMemoryReceiptRenderer(),
-        email=InMemoryEmailSender(),
+        mailer=ReceiptMailer(InMemoryReceiptEmails(), InMemoryEmailSender()),
         tax_rate=Decimal("0.25"),
         shipping_fee=Decimal("4.95"),
     )),

@@ -16,7 +16,7 @@ from azure.storage.blob import BlobServiceClient
 
 import function_app
 from functions_local_host import LocalHost
-from localdev.stack import MailSink, run_mail_sink
+from localdev.email_http import RunningEmailService, run_email_service
 from shared.adapters.azure_clients import PRODUCTS_TABLE, ensure_storage
 from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.adapters.table_products import TableProductCatalog
@@ -53,7 +53,7 @@ class App:
     host: LocalHost
     servicebus: ServiceBusClient
     products: TableClient
-    mail: MailSink
+    email: RunningEmailService
 
     def send(
         self,
@@ -76,7 +76,7 @@ class App:
 
     def receipt(self, job_id: str) -> bool:
         wanted = f"<{job_id}.receipt@pipelines.local>"
-        return any(str(m.get("Message-ID")) == wanted for m in self.mail.received())
+        return any(str(m.get("Message-ID")) == wanted for m in self.email.received())
 
 
 @contextmanager
@@ -92,7 +92,7 @@ def run_app(
         BlobServiceClient.from_connection_string(azurite_connection_string),
     )
     with (
-        run_mail_sink() as mail,
+        run_email_service() as email,
         ServiceBusClient.from_connection_string(servicebus_connection_string) as servicebus,
     ):
         app_settings = {
@@ -102,8 +102,7 @@ def run_app(
             "PURCHASE_QUEUE_NAME": APP_PURCHASE_QUEUE,
             "IMPORT_QUEUE_NAME": APP_IMPORT_QUEUE,
             "REPLAY_QUEUE_NAME": "replay-requests",
-            "SMTP_HOST": mail.host,
-            "SMTP_PORT": str(mail.port),
+            "CommunicationServicesConnection": email.connection_string,
             "PAYMENT_SIMULATOR_OUTAGE_TOKENS": OUTAGE_CARD,
             "TASK_RETRY_WINDOW_SECONDS": "1.8",
             "TASK_RETRY_MIN_BACKOFF_SECONDS": "1",
@@ -124,7 +123,7 @@ def run_app(
                 host,
                 servicebus,
                 TableClient.from_connection_string(azurite_connection_string, PRODUCTS_TABLE),
-                mail,
+                email,
             )
         finally:
             host.stop()

@@ -24,6 +24,7 @@ def stack(**settings: str) -> Any:
             function_keys=SimpleNamespace(host="the-host-key", master="the-master-key")
         ),
         mail=SimpleNamespace(host="127.0.0.1", port=1025),
+        email=SimpleNamespace(endpoint="http://127.0.0.1:7075"),
         data=None,
     )
 

@@ -25,6 +25,7 @@ from tests.fakes import (
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterQueue,
     InMemoryOrderProgress,
+    InMemoryReceiptEmails,
     InMemoryResender,
     InMemorySessionActions,
     InMemorySessionOutcomes,
@@ -103,6 +104,7 @@ class Store:
             self.archive,
             InMemoryAuditTrail(),
             self.sessions,
+            InMemoryReceiptEmails(),
         )
         return lookup.status(job_id)
 

@@ -24,6 +24,7 @@ from shared.service_layer.processor import (
     SessionProcessor,
 )
 from shared.service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
+from shared.service_layer.receipt_mailer import ReceiptMailer
 from tests.builders import order_document
 from tests.fakes import (
     FakeTime,
@@ -31,6 +32,7 @@ from tests.fakes import (
     InMemoryOrderNumbers,
     InMemoryPaymentGateway,
     InMemoryProductCatalog,
+    InMemoryReceiptEmails,
     InMemoryReceiptRenderer,
     InMemoryReceiptStore,
     InMemorySessionActions,
@@ -62,6 +64,7 @@ class Shop:
     receipts: InMemoryReceiptStore = field(default_factory=InMemoryReceiptStore)
     renderer: InMemoryReceiptRenderer = field(default_factory=InMemoryReceiptRenderer)
     email: InMemoryEmailSender = field(default_factory=InMemoryEmailSender)
+    receipt_emails: InMemoryReceiptEmails = field(default_factory=InMemoryReceiptEmails)
     time: FakeTime = field(default_factory=lambda: FakeTime(datetime(2026, 11, 27, tzinfo=UTC)))
 
     def processor(self) -> SessionProcessor:
@@ -71,7 +74,7 @@ class Shop:
             payments=self.payments,
             receipts=self.receipts,
             renderer=self.renderer,
-            email=self.email,
+            mailer=ReceiptMailer(self.receipt_emails, self.email),
             tax_rate=Decimal("0.25"),
             shipping_fee=Decimal("4.95"),
         )

@@ -19,6 +19,7 @@ STATE_GETTERS = {"SessionActions.get_state"}
 CONDITIONAL_WRITES = {
     "IdempotencyRecords.take_over",
     "PipelinePauses.resume",
+    "ReceiptEmails.create",
     "SessionActions.renew_lock",
 }
 

@@ -31,7 +31,7 @@ def _tasks(c: Container) -> dict[str, Task]:
             payments=c.payments,
             receipts=c.receipts,
             renderer=c.receipt_renderer,
-            email=c.email,
+            mailer=c.receipt_mailer,
             tax_rate=c.settings.tax_rate,
             shipping_fee=c.settings.shipping_fee,
         )
