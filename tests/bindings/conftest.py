@@ -64,8 +64,12 @@ class RecordingSettlement(settlement_pb2_grpc.SettlementServicer):
     states: dict[str, bytes] = field(default_factory=dict)
     # Operations that fail once each (as a host that lost the lock would), e.g. {"complete"}.
     fail_once: set[str] = field(default_factory=set)
+    # Operations that fail until the test takes them out (the message's lock is lost).
+    lost: set[str] = field(default_factory=set)
 
     def Complete(self, request: Any, context: Any) -> Empty:
+        if "complete" in self.lost:
+            context.abort(grpc.StatusCode.ABORTED, "SessionLockLostError: the lock expired")
         if "complete" in self.fail_once:
             self.fail_once.discard("complete")
             context.abort(grpc.StatusCode.ABORTED, "MessageLockLostError: the worker died")
@@ -135,6 +139,7 @@ def settlement(
     servicer.calls.clear()
     servicer.states.clear()
     servicer.fail_once.clear()
+    servicer.lost.clear()
     yield servicer
 
 

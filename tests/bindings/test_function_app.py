@@ -46,6 +46,10 @@ HTTP_ROUTES = {
     "preview_bulk": ("api/bulk-previews", ["POST"]),
     "confirm_bulk": ("api/bulk-actions", ["POST"]),
     "get_overview": ("api/overview", ["GET"]),
+    "list_pipelines": ("api/pipelines", ["GET"]),
+    "get_pipeline": ("api/pipelines/{pipeline}", ["GET"]),
+    "pause_pipeline": ("api/pipelines/{pipeline}/pause", ["POST"]),
+    "resume_pipeline": ("api/pipelines/{pipeline}/resume", ["POST"]),
 }
 
 
@@ -62,6 +66,8 @@ CONSOLE_ROUTES = {
     "console_replay": ("console/sessions/{session_id}/replay", ["POST"]),
     "console_edit": ("console/sessions/{session_id}/edit", ["GET", "POST"]),
     "console_resolve": ("console/sessions/{session_id}/resolve", ["POST"]),
+    "console_pause": ("console/pipelines/{pipeline}/pause", ["POST"]),
+    "console_resume": ("console/pipelines/{pipeline}/resume", ["POST"]),
     "console_bulk_preview": ("console/bulk/preview", ["POST"]),
     "console_bulk_confirm": ("console/bulk", ["POST"]),
     "console_bulk_progress": ("console/bulk/{request_id}", ["GET"]),

@@ -147,10 +147,11 @@ def test_a_last_message_redelivered_after_its_completion_failed_ends_the_session
 ) -> None:
     deliver(purchase_tasks, message_actions, _task("First", 1))
     body = _task("Second", 2, is_last=True)
-    settlement.fail_once.add("complete")
+    settlement.lost.add("complete")  # tried again for half a lock, then the invocation fails
     with pytest.raises(ServiceUnavailable):
         deliver(purchase_tasks, message_actions, body)
     assert json.loads(settlement.states[SESSION])["next_step"] == 3  # kept for the redelivery
+    settlement.lost.clear()
     again = deliver(purchase_tasks, message_actions, body, delivery_count=None)
 
     assert settlement.settlements()[-1] == ("complete", str(again.lock_token))
