@@ -147,7 +147,7 @@ class Chaos:
 
     def receipts(self, job: str) -> int:
         wanted = f"<{job}.receipt@pipelines.local>"
-        return sum(1 for m in self.stack.mail.received() if str(m.get("Message-ID")) == wanted)
+        return sum(1 for m in self.stack.email.received() if str(m.get("Message-ID")) == wanted)
 
     def dead_letters(self) -> int:
         total = 0
