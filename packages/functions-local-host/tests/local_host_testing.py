@@ -45,6 +45,8 @@ SESSION_QUEUES = (
     "sessions-batch",
     "sessions-batch-min",
     "sessions-batch-fail",
+    "sessions-batch-renew",
+    "sessions-batch-no-renewal",
 )
 PLAIN_QUEUES = (
     "plain-tasks",
@@ -57,7 +59,8 @@ PLAIN_QUEUES = (
     "plain-manual",
     "plain-renewal-limit",
     "plain-batch",
-    "plain-batch-renewal",
+    "plain-batch-renew",
+    "plain-batch-no-renewal",
     "plain-worker-process",
 )
 

@@ -213,20 +213,28 @@ def _run_batch(
     """A batch (cardinality many): records the batch's session and sequence numbers ("n"),
     then settles each message its body asks to ({"settle": "deadletter"}); {"fail_once": true}
     in any of them fails the whole invocation the first time that message is seen;
-    {"release": true} releases the session."""
+    {"release": true} releases the session; {"sleep": seconds} sleeps (on the first delivery
+    only with "sleep_once"), renewing the session lock (or each message's lock without a
+    session) every "renew_every" seconds meanwhile: the locked-until times the renewals
+    returned go in "renewed", their errors in "renew_errors"."""
     commands = [
         json.loads(b"".join(m.body) if not isinstance(m.body, bytes) else m.body) for m in messages
     ]
     before = {i for call in SEEN.of(name) for i in call["message_ids"]}
+    renewed: list[datetime] = []
+    renew_errors: list[str] = []
     SEEN.add(
         name,
         session_ids=[m.session_id for m in messages],
         sequence=[c.get("n") for c in commands],
         message_ids=[m.message_id for m in messages],
+        renewed=renewed,
+        renew_errors=renew_errors,
     )
     for message, command in zip(messages, commands, strict=True):
-        if command.get("sleep"):
-            time.sleep(float(command["sleep"]))
+        again = message.message_id in before
+        if command.get("sleep") and not (command.get("sleep_once") and again):
+            _sleep_renewing_batch(command, messages, actions, renewed, renew_errors)
         if command.get("settle") == "deadletter":
             actions.deadletter(message, deadletter_reason="Asked")
         if command.get("release"):
@@ -236,6 +244,31 @@ def _run_batch(
         for message, command in zip(messages, commands, strict=True)
     ):
         raise RuntimeError("the batch asked to fail")
+
+
+def _sleep_renewing_batch(
+    command: dict[str, Any],
+    messages: list[ServiceBusReceivedMessage],
+    actions: ServiceBusMessageActions,
+    renewed: list[datetime],
+    errors: list[str],
+) -> None:
+    end = time.monotonic() + float(command["sleep"])
+    every = command.get("renew_every")
+    while (left := end - time.monotonic()) > 0:
+        time.sleep(min(left, every or left))
+        if not every or time.monotonic() >= end:
+            continue
+        try:
+            if messages[0].session_id:
+                until = actions.renew_session_lock(str(messages[0].session_id))
+                renewed.append(until.ToDatetime(tzinfo=UTC))
+            else:
+                for message in messages:
+                    actions.renew_message_lock(message)
+                renewed.append(datetime.now(UTC))
+        except Exception as error:
+            errors.append(f"{type(error).__name__}: {error}")
 
 
 @app.service_bus_queue_trigger(

@@ -2,19 +2,23 @@
 (ServiceBusListener.RunBatchReceiveLoopAsync): up to maxMessageBatchSize messages of one
 session per invocation, in order; minMessageBatchSize held back until maxBatchWaitTime; each
 message settled on its own (what the function settled is left alone, the rest completed after
-a success and abandoned after a failure); locks kept while the batch runs."""
+a success and abandoned after a failure); locks left unrenewed by the host (the extension's
+batch loop renews none), while the function can renew them itself through the Settlement
+service."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 
 from functions_local_host import LocalHost
-from local_host_testing import FAST_HOST_JSON, wait_for
+from local_host_testing import FAST_HOST_JSON, LOCK_DURATION_SECONDS, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -132,18 +136,54 @@ def test_a_failed_batch_abandons_only_what_the_function_left_unsettled(
     wait_for(lambda: left_on(client, "sessions-batch-fail", session_id="s1") == 0, timeout=10)
 
 
-def test_a_plain_queue_batch_keeps_its_locks_while_it_runs(
-    start: Callable[..., LocalHost], client: ServiceBusClient, seen: Any
+@pytest.mark.parametrize(
+    ("function", "queue", "renew"),
+    [
+        ("session_batches", "sessions-batch-renew", True),
+        ("session_batches", "sessions-batch-no-renewal", False),
+        ("plain_batches", "plain-batch-renew", True),
+        ("plain_batches", "plain-batch-no-renewal", False),
+    ],
+)
+def test_the_host_renews_no_batch_lock_and_the_function_can(
+    start: Callable[..., LocalHost],
+    client: ServiceBusClient,
+    seen: Any,
+    function: str,
+    queue: str,
+    renew: bool,
 ) -> None:
-    # The queue locks for 2 s; the batch runs for 3 s.
-    start("plain_batches", "plain-batch-renewal", maxMessageBatchSize=2, minMessageBatchSize=2)
+    """A batch that runs 2.5 lock durations (the queue locks for 2 s) with automatic renewal
+    on in host.json: the host renews neither the session's lock nor the messages' (as in
+    Azure), so without renewals from the function the batch is delivered again (the control);
+    with renew_session_lock (or renew_message_lock) every 0.5 s it is completed once, and each
+    RenewSessionLock answers the session's new locked-until."""
+    command: dict[str, Any] = {"n": 1, "sleep": 2.5 * LOCK_DURATION_SECONDS, "sleep_once": True}
+    if renew:
+        command["renew_every"] = 0.5
+    session_id = "renew" if function == "session_batches" else None
+    start(function, queue, maxMessageBatchSize=2, maxAutoLockRenewalDuration="00:05:00")
 
-    send(client, "plain-batch-renewal", {"n": 1, "sleep": 3}, {"n": 2})
+    send(client, queue, command, session_id=session_id)
 
-    (batch,) = batches_until(seen, "plain_batches", 2)
-    assert sorted(batch["sequence"]) == [1, 2]
-    wait_for(lambda: left_on(client, "plain-batch-renewal") == 0, timeout=10)
-    assert len(seen.of("plain_batches")) == 1  # completed, not redelivered
+    if not renew:
+        first, again = wait_for(
+            lambda: len(seen.of(function)) >= 2 and seen.of(function)[:2],
+            timeout=20,
+            what="the batch delivered again after its lock ran out",
+        )
+        assert first["message_ids"] == again["message_ids"] == ["m1"]
+        return
+    (batch,) = batches_until(seen, function, 1)
+    wait_for(lambda: left_on(client, queue, session_id=session_id) == 0, timeout=10)
+    assert batch["renew_errors"] == []
+    assert len(batch["renewed"]) >= 4
+    if session_id:  # each renewal answered the lock's new end, later each time
+        renewed = batch["renewed"]
+        assert renewed == sorted(set(renewed))
+        assert renewed[-1] - renewed[0] >= timedelta(seconds=1.5)
+    time.sleep(LOCK_DURATION_SECONDS + 1)
+    assert len(seen.of(function)) == 1, "the batch was delivered again"
 
 
 def test_a_plain_queue_comes_in_batches_up_to_max_message_batch_size(

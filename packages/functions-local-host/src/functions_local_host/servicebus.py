@@ -15,8 +15,11 @@ while the next session's attach can only follow a whole new connection's handsha
 The host settles as the Functions host does: with autoCompleteMessages (host.json, overridden
 by the function's own setting) it completes after a successful invocation; it abandons after a
 failed one; a message the function settled itself through ``ServiceBusMessageActions`` is left
-alone. The host keeps each lock (a session's; a plain message's while its invocation runs) by
-renewing it halfway to its expiry, up to maxAutoLockRenewalDuration from the latest message.
+alone. For a trigger of one message at a time the host keeps each lock (a session's; a plain
+message's while its invocation runs) by renewing it halfway to its expiry, up to
+maxAutoLockRenewalDuration from the latest message. A batch trigger's locks are not renewed, as
+in the extension's batch receive loop: its function may renew them itself
+(``renew_session_lock``, ``renew_message_lock``).
 """
 
 from __future__ import annotations
@@ -211,17 +214,20 @@ class ServiceBusListener:
         blocking = LoopReceiver(receiver, self._loop)
         session = HeldSession(str(receiver.session.session_id), blocking)
         self._settlement.registry.hold_session(session)
-        renewal = _Renewal(self._options.max_auto_lock_renewal_duration)
-        renewing = asyncio.create_task(
-            renewal.keep(receiver.session.renew_lock, receiver.session.locked_until_utc)
-        )
-        drain = (
-            functools.partial(self._drain_session_batches, blocking=blocking)
-            if self.batch
-            else self._drain_session
-        )
+        renewing: asyncio.Task[None] | None = None
         try:
-            await drain(receiver, session, renewal)
+            if self.batch:
+                # The extension's batch loop takes the session with AcceptNextSessionAsync and
+                # nothing renews its lock (maxAutoLockRenewalDuration "only applies for
+                # functions that receive a single message at a time"); the function may renew
+                # it through RenewSessionLock, which finds the session here.
+                await self._drain_session_batches(receiver, session, blocking)
+            else:
+                renewal = _Renewal(self._options.max_auto_lock_renewal_duration)
+                renewing = asyncio.create_task(
+                    renewal.keep(receiver.session.renew_lock, receiver.session.locked_until_utc)
+                )
+                await self._drain_session(receiver, session, renewal)
         except (ServiceBusConnectionError, ServiceBusCommunicationError) as error:
             self._outage.failed(error)  # the broker is gone: the accept that follows says more
         except ServiceBusError as error:
@@ -234,7 +240,8 @@ class ServiceBusListener:
         except Exception:
             logger.exception("%s: session %s failed", self.spec.name, session.session_id)
         finally:
-            renewing.cancel()
+            if renewing is not None:
+                renewing.cancel()
             self._settlement.registry.drop_session(session)
             self._close_later(receiver)
 
@@ -259,12 +266,7 @@ class ServiceBusListener:
             idle_until = time.monotonic() + self._options.session_idle_timeout
 
     async def _drain_session_batches(
-        self,
-        receiver: ServiceBusReceiver,
-        session: HeldSession,
-        renewal: _Renewal,
-        *,
-        blocking: LoopReceiver,
+        self, receiver: ServiceBusReceiver, session: HeldSession, blocking: LoopReceiver
     ) -> None:
         """Batches of one session (cardinality many), as the extension's batch loop takes
         them: up to maxMessageBatchSize messages per invocation; with minMessageBatchSize
@@ -285,7 +287,6 @@ class ServiceBusListener:
             if received:
                 batches.add(received)
                 last_message = time.monotonic()
-                renewal.extend()
             while (batch := batches.ready()) is not None:
                 await self._invoke_batch(batch, blocking, session)
                 if session.release_requested:
@@ -298,8 +299,9 @@ class ServiceBusListener:
     # -- plain queues -----------------------------------------------------------------------
 
     async def _batch_worker(self, client: ServiceBusClient) -> None:
-        """A plain queue's batch trigger (cardinality many): one batch at a time, as above;
-        each message's lock renewed while its batch's invocation runs."""
+        """A plain queue's batch trigger (cardinality many): one batch at a time, as above.
+        The messages' locks are not renewed (the extension's batch loop does not renew them);
+        the function may renew each through RenewMessageLock."""
         assert self._loop is not None
         receiver = self._receiver(client, max_wait_time=_WAIT_SECONDS)
         blocking = LoopReceiver(receiver, self._loop)
@@ -324,22 +326,10 @@ class ServiceBusListener:
                 self._outage.recovered()
                 batches.add(received)
                 while (batch := batches.ready()) is not None:
-                    renewals = [
-                        asyncio.create_task(
-                            _Renewal(self._options.max_auto_lock_renewal_duration).keep(
-                                functools.partial(receiver.renew_message_lock, message),
-                                message.locked_until_utc,
-                            )
-                        )
-                        for message in batch
-                    ]
                     try:
                         await self._invoke_batch(batch, blocking, None)
                     except Exception:
                         logger.exception("%s: a batch of %d messages", self.spec.name, len(batch))
-                    finally:
-                        for renewing in renewals:
-                            renewing.cancel()
         finally:
             self._close_later(receiver)
 
