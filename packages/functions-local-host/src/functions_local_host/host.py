@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -35,7 +36,8 @@ from .settlement import SettlementRegistry, SettlementServer
 from .singleton import ListenerLock, host_id, listener_lock_id
 from .timers import TimerListener
 from .worker import SCRIPT_FILE_SETTING, Worker, point_settlement_client
-from .worker_channel import EventStreams, WorkerPool, worker_process_count
+from .worker_channel import HOST_VERSION, EventStreams
+from .worker_pool import WorkerPool, worker_process_count
 
 logger = logging.getLogger("functions_local_host")
 
@@ -76,7 +78,7 @@ class LocalHost:
     on an instance of ``instance_cpus`` vCPUs, not one sized from this machine's CPUs.
 
     ``worker_processes``: run the worker in processes of its own, as the Functions host does
-    (``worker_channel.py``; FUNCTIONS_WORKER_PROCESS_COUNT of them); None reads
+    (``worker_pool.py``; FUNCTIONS_WORKER_PROCESS_COUNT of them); None reads
     LOCALDEV_WORKER_PROCESSES from the settings (default: in this process)."""
 
     def __init__(
@@ -130,6 +132,7 @@ class LocalHost:
         self._worker: Worker | WorkerPool | None = None
         self.timers: dict[str, TimerListener] = {}
         self._started = False
+        self._started_at = 0.0
 
     @property
     def http_url(self) -> str:
@@ -154,10 +157,14 @@ class LocalHost:
                 # The worker processes connect to the server: it runs before they start.
                 self._settlement.start()
                 worker = WorkerPool(
-                    worker_process_count(self.settings), self._streams, self._settlement.address
+                    worker_process_count(self.settings),
+                    self._streams,
+                    self._settlement.address,
+                    function_timeout=self.options.function_timeout,
                 )
             else:
                 worker = worker_process.acquire(self)
+                worker.function_timeout = self.options.function_timeout
             self._worker = worker
             indexed = worker.index(self.script, dict(os.environ))
             self.functions = discover(indexed, self.settings, worker=worker, only=self._only)
@@ -174,8 +181,33 @@ class LocalHost:
             self.stop()
             raise
         self._started = True
+        self._started_at = time.monotonic()
         self._log_listing()
         return self
+
+    def health(self) -> dict[str, Any]:
+        """The host's status, as the Functions host's ``GET /admin/host/status`` answers it
+        (``id``, ``state``, ``version``, ``processUptime`` in ms, ``errors``), plus
+        ``workers``: each worker process's state (``running`` or ``restarting``), pid, restarts
+        and last exit. ``errors`` names every worker that is restarting now."""
+        workers = self._worker.health() if isinstance(self._worker, WorkerPool) else []
+        errors = [
+            f"Worker process {w['number']} exited (exit code {w['lastExit']['exitCode']}, "
+            f"{w['lastExit']['reason']}) and is restarting."
+            for w in workers
+            if w["state"] != "running" and w["lastExit"]
+        ]
+        return {
+            "id": host_id(self.settings, self.script),
+            "state": "Running" if self._started else "Stopped",
+            "version": HOST_VERSION,
+            "processUptime": int((time.monotonic() - self._started_at) * 1000)
+            if self._started
+            else 0,
+            "errors": errors,
+            "workerProcesses": self.worker_processes,
+            "workers": workers,
+        }
 
     def _by_type(self) -> dict[str, list[FunctionSpec]]:
         by_type: dict[str, list[FunctionSpec]] = {}
