@@ -30,6 +30,7 @@ from .runtime_rules import (
     azure_default_thread_count,
     check_runtime_pin,
 )
+from .schedule_monitor import ScheduleMonitor
 from .servicebus import ServiceBusListener
 from .servicebus_binding import check_supported
 from .settlement import SettlementRegistry, SettlementServer
@@ -245,7 +246,7 @@ class LocalHost:
                 )
             )
         for spec in by_type.get(TIMER_TRIGGER, []):
-            timer = TimerListener(spec, self._listener_lock(spec))
+            timer = TimerListener(spec, self._listener_lock(spec), self._schedule_monitor(spec))
             self.timers[spec.name] = timer
             self._listeners.append(timer)
         if by_type.get(HTTP_TRIGGER):
@@ -259,6 +260,16 @@ class LocalHost:
                 read_timeout=self._http_read_timeout,
             )
             self._listeners.append(self._http)
+
+    def _schedule_monitor(self, spec: FunctionSpec) -> ScheduleMonitor | None:
+        """The timer's schedule status in AzureWebJobsStorage (None without that setting)."""
+        try:
+            storage = connection_string("AzureWebJobsStorage", self.settings)
+        except HostConfigurationError:
+            return None
+        return ScheduleMonitor(
+            storage, host_id(self.settings, self.script), f"Host.Functions.{spec.name}"
+        )
 
     def _listener_lock(self, spec: FunctionSpec) -> ListenerLock | None:
         """The listener's singleton lock in AzureWebJobsStorage (None without that setting:
