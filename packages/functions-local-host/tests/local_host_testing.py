@@ -49,6 +49,7 @@ SESSION_QUEUES = (
     "sessions-batch-no-renewal",
     "sessions-stale-writer",
     "sessions-worker-restart",
+    "sessions-http-load",
 )
 PLAIN_QUEUES = (
     "plain-tasks",

@@ -23,6 +23,7 @@ from .functions import (
     discover,
 )
 from .http import DEFAULT_BODY_LIMIT, DEFAULT_READ_TIMEOUT, FunctionKeys, HttpFrontEnd
+from .http_server import KEEP_ALIVE_TIMEOUT
 from .queues import QueueListener
 from .runtime_rules import (
     AZURE_INSTANCE_CPUS,
@@ -71,7 +72,11 @@ class LocalHost:
     taking work, lets invocations in flight finish (up to ``drain_timeout`` seconds) and closes
     everything. One host runs in a process at a time (the worker holds one app per process).
 
-    ``http_read_timeout`` bounds how long a request's headers and body may take to arrive.
+    ``http_read_timeout`` bounds how long a request's headers (from its first byte) and its
+    body (from the end of the headers) may take to arrive (Kestrel's RequestHeadersTimeout,
+    30 s); ``http_keep_alive_timeout`` how long a connection may wait for its next request
+    (Kestrel's KeepAliveTimeout, 130 s); ``http_max_connections`` how many connections may be
+    open at once (``http_server.py``).
 
     As in Azure (``runtime_rules.py``): an app whose ``requirements.txt`` pins another
     ``azure-functions-runtime`` than the installed one is refused, and with
@@ -93,6 +98,8 @@ class LocalHost:
         drain_timeout: float = 30.0,
         functions: Iterable[str] | None = None,
         http_read_timeout: float = DEFAULT_READ_TIMEOUT,
+        http_keep_alive_timeout: float = KEEP_ALIVE_TIMEOUT,
+        http_max_connections: int | None = None,
         instance_cpus: int = AZURE_INSTANCE_CPUS,
         worker_processes: bool | None = None,
     ) -> None:
@@ -116,6 +123,8 @@ class LocalHost:
         self._http_host = http_host
         self._http_port = http_port
         self._http_read_timeout = http_read_timeout
+        self._http_keep_alive_timeout = http_keep_alive_timeout
+        self._http_max_connections = http_max_connections
         self.functions: list[FunctionSpec] = []
         # Used for the master and host keys that the settings leave unset.
         self._generated_keys = (secrets.token_urlsafe(32), secrets.token_urlsafe(32))
@@ -258,6 +267,9 @@ class LocalHost:
                 port=self._http_port,
                 body_limit=int(self.settings.get(BODY_LIMIT_SETTING) or DEFAULT_BODY_LIMIT),
                 read_timeout=self._http_read_timeout,
+                keep_alive_timeout=self._http_keep_alive_timeout,
+                max_connections=self._http_max_connections,
+                status=self.health,
             )
             self._listeners.append(self._http)
 
