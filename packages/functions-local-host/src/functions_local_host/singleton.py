@@ -27,7 +27,12 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
+from azure.core.exceptions import (
+    AzureError,
+    HttpResponseError,
+    ResourceExistsError,
+    ResourceNotFoundError,
+)
 from azure.storage.blob import BlobClient, BlobLeaseClient, BlobServiceClient, ContainerClient
 
 logger = logging.getLogger("functions_local_host")
@@ -142,7 +147,7 @@ class ListenerLock:
             try:
                 lease.release()
                 logger.info("Singleton lock released (%s)", self.lock_id)
-            except HttpResponseError as error:  # expired and taken, or storage gone
+            except AzureError as error:  # expired and taken, or storage unreachable
                 logger.debug("Releasing %s: %s", self.lock_id, error)
 
     def _renew(self, stop: threading.Event) -> None:

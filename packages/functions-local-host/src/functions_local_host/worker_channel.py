@@ -55,6 +55,10 @@ class WorkerStartError(HostConfigurationError):
     """A worker process could not start, index or load the app."""
 
 
+class WorkerGone(ConnectionError):
+    """The worker's stream had ended before the request was sent: the worker never saw it."""
+
+
 class EventStreams:
     """The host's ``FunctionRpc`` service: each worker's stream, found by its worker id."""
 
@@ -177,6 +181,10 @@ class WorkerProcess:
         """Wait for the process to exit; its exit code (negative: the signal that ended it)."""
         return None if self._process is None else self._process.wait()
 
+    @property
+    def exited(self) -> bool:
+        return self._process is not None and self._process.poll() is not None
+
     def kill(self) -> None:
         """End the process at once (the host restarts a worker whose function timed out)."""
         if self._process is not None and self._process.poll() is None:
@@ -227,7 +235,7 @@ class WorkerProcess:
         future: Future[Any] = Future()
         with self._guard:
             if self._closed:
-                raise ConnectionError(f"worker process {self.number} exited")
+                raise WorkerGone(f"worker process {self.number} exited")
             self._pending[key] = future
         self._outgoing.put(message)
         try:

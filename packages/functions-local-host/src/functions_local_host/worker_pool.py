@@ -39,6 +39,7 @@ from .worker_channel import (
     HOST_VERSION,
     WORKER_PROCESS_COUNT_SETTING,
     EventStreams,
+    WorkerGone,
     WorkerProcess,
     WorkerStartError,
     raise_on_failure,
@@ -209,7 +210,7 @@ class WorkerPool:
                 "Worker process %d (pid %s) %s with exit code %s%s; restarting it%s.%s",
                 slot.number,
                 worker.pid,
-                "was ended after a function timeout" if reason != "exited" else "exited",
+                "exited" if reason == "exited" else f"was ended by the host ({reason})",
                 code,
                 _signal_name(code),
                 f" in {slot.delay:.0f} s" if slot.delay else "",
@@ -277,33 +278,45 @@ class WorkerPool:
         return None
 
     def invoke(self, invocation: Any) -> Any:
-        """Run one ``InvocationRequest`` on the next ready worker. A worker that exits fails it;
-        past ``function_timeout`` the worker is restarted and ``TimeoutError`` raised."""
-        chosen = self._next_ready()
-        if chosen is None:
-            return _failed(invocation, "the host is stopping")
-        slot, worker = chosen
-        try:
-            return worker.request(
-                invocation.invocation_id,
-                messages.StreamingMessage(
-                    request_id=str(uuid.uuid4()), invocation_request=invocation
-                ),
-                timeout=self.function_timeout,
-            )
-        except ConnectionError as error:
-            return _failed(invocation, str(error))
-        except TimeoutError:
-            logger.error(
-                "A function timeout has occurred. Restarting worker process executing "
-                "invocationId '%s'.",
-                invocation.invocation_id,
-            )
-            with self._changed:
-                if slot.worker is worker:
-                    slot.ended_by_host = f"function timeout (invocation {invocation.invocation_id})"
-            worker.kill()
-            raise
+        """Run one ``InvocationRequest`` on the next ready worker. A worker that exits while it
+        runs fails it (one whose stream had ended before it was sent passes it on to the next
+        ready worker); past ``function_timeout`` the worker is restarted and ``TimeoutError``
+        raised."""
+        message = messages.StreamingMessage(
+            request_id=str(uuid.uuid4()), invocation_request=invocation
+        )
+        while (chosen := self._next_ready()) is not None:
+            slot, worker = chosen
+            try:
+                return worker.request(
+                    invocation.invocation_id, message, timeout=self.function_timeout
+                )
+            except WorkerGone:
+                # Its stream is gone: it is ended (if it has not exited), and its supervisor
+                # starts another.
+                self._not_ready(slot, worker, None if worker.exited else "its stream ended")
+                worker.kill()
+            except ConnectionError as error:
+                return _failed(invocation, str(error))
+            except TimeoutError:
+                logger.error(
+                    "A function timeout has occurred. Restarting worker process executing "
+                    "invocationId '%s'.",
+                    invocation.invocation_id,
+                )
+                self._not_ready(
+                    slot, worker, f"function timeout (invocation {invocation.invocation_id})"
+                )
+                worker.kill()
+                raise
+        return _failed(invocation, "the host is stopping")
+
+    def _not_ready(self, slot: _Slot, worker: WorkerProcess, ended_by: str | None = None) -> None:
+        """Take ``worker`` out of turn at once (``ended_by``: why the host ends it)."""
+        with self._changed:
+            if slot.worker is worker:
+                slot.ready = False
+                slot.ended_by_host = slot.ended_by_host or ended_by
 
     def finish(self) -> None:
         self._stopping.set()
