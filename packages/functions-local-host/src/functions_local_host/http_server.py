@@ -224,17 +224,17 @@ class HttpServer:
             return False  # idle past the keep-alive timeout
         if not first:
             return False  # the client closed
-        self._busy.add(task)
         try:
-            try:
-                async with asyncio.timeout(self._headers_timeout):
-                    head = await _read_head(reader, first, client)
-            except TimeoutError:
-                await _write(writer, Response(408, close=True), "GET", client)
-                return False
-            except RequestRefused as refused:
-                await _write(writer, problem(refused), "GET", client)
-                return False
+            async with asyncio.timeout(self._headers_timeout):
+                head = await _read_head(reader, first, client)
+        except TimeoutError:
+            await _write(writer, Response(408, close=True), "GET", client)
+            return False
+        except RequestRefused as refused:
+            await _write(writer, problem(refused), "GET", client)
+            return False
+        self._busy.add(task)  # a request in hand: a stop lets it finish
+        try:
             response = await self._respond(reader, writer, head)
             await _write(writer, response, head.method, client, reader)
             return not (response.close or head.wants_close())
