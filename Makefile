@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CHECKOV_VENV := .venv-checkov
 
-.PHONY: setup run-deps test lint clean python chromium screenshots
+.PHONY: setup run-deps test lint clean prerequisites chromium screenshots
 
 # What the app, the local stack and the demo need; `setup` adds checkov for tests/infra and
 # Chromium for the console's browser tests. Both install two things at a time: npm's work
@@ -16,13 +16,28 @@ LOCAL_HOST := packages/functions-local-host
 RPC_PROTOS := $(LOCAL_HOST)/src/functions_local_host/_rpc/SOURCE
 CONSOLE_HTMX := shared/entrypoints/console/static/htmx.min.js
 RUN_DEPS := $(VENV)/.installed node_modules/.installed $(RPC_PROTOS) $(CONSOLE_HTMX)
-setup:
+setup: prerequisites
 	@$(MAKE) --no-print-directory -s -j2 $(RUN_DEPS) $(CHECKOV_VENV)/.installed chromium
-run-deps:
+run-deps: prerequisites
 	@$(MAKE) --no-print-directory -s -j2 $(RUN_DEPS)
 
-python:
-	@test -n "$(PYTHON)" || { tools/find-python; exit 1; }
+# Checked before anything installs, each missing one named with what to install: Python 3.13
+# (tools/find-python, run above for PYTHON, has said how) and Node.js NODE_MAJOR or later with
+# npm (package.json's engines).
+NODE_MAJOR := 20
+prerequisites:
+	@missing=0; \
+	test -n "$(PYTHON)" || missing=1; \
+	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  echo "Node.js $(NODE_MAJOR) or later, with npm, is needed and node or npm is not on PATH." >&2; \
+	  echo "Install it (your package manager, nvm, or nodejs.org): Azurite and the emulator's" >&2; \
+	  echo "JavaScript tests run on it." >&2; \
+	  missing=1; \
+	elif test "$$(node -p 'process.versions.node.split(".")[0]')" -lt $(NODE_MAJOR); then \
+	  echo "Node.js $(NODE_MAJOR) or later is needed; node on PATH is $$(node --version)." >&2; \
+	  missing=1; \
+	fi; \
+	exit $$missing
 
 # uv installs the packages: first from its cache alone (--offline: under a second when the cache
 # holds them, as on any machine that installed them once), else downloading what is missing (about
@@ -32,7 +47,7 @@ python:
 # reinstalls.
 UV = $(VENV)/bin/uv
 EMULATOR_PACKAGE := packages/servicebus-emulator/pyproject.toml
-$(VENV)/.installed: requirements.txt requirements-dev.txt $(LOCAL_HOST)/pyproject.toml $(EMULATOR_PACKAGE) | python
+$(VENV)/.installed: requirements.txt requirements-dev.txt $(LOCAL_HOST)/pyproject.toml $(EMULATOR_PACKAGE) | prerequisites
 	@$(PY) -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null \
 	  || { echo "==> $(VENV): new venv with $(PYTHON) (about 5 s)"; rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }
 	@echo "==> $(VENV): installing the app's and the tests' packages with uv"
@@ -49,7 +64,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt $(LOCAL_HOST)/pyprojec
 $(RPC_PROTOS): $(VENV)/.installed $(LOCAL_HOST)/src/functions_local_host/rpc_build.py
 	@$(PY) $(LOCAL_HOST)/src/functions_local_host/rpc_build.py --force
 
-node_modules/.installed: package.json package-lock.json
+node_modules/.installed: package.json package-lock.json | prerequisites
 	@echo "==> node_modules: installing Azurite with npm (about 20 s from npm's cache, longer when it downloads)"
 	@npm ci --no-audit --no-fund --loglevel=error --prefer-offline
 	@touch $@

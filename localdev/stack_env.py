@@ -58,6 +58,8 @@ def summary(stack: LocalStack) -> str:
         f"  API           {stack.api_url}/  (x-functions-key: the host key, $KEY below)",
         f"  Host key      {keys.host}  (the API's key, and the one to sign in to the console)",
         f"  Master key    {keys.master}  (admin: the host's own endpoints)",
+        f"  Host status   {stack.host.http_url}/admin/host/status  (with the master key: the "
+        "worker processes, their restarts and last exit)",
         f"  Console       {stack.console_url}  (sign in with the host key)",
         f"  Storage       {stack.storage_connection_string}",
         f"  Service Bus   {stack.servicebus_connection_string}",

@@ -57,7 +57,7 @@ def json_response(
     status: int, document: Any, *, headers: Mapping[str, str] | None = None
 ) -> func.HttpResponse:
     return func.HttpResponse(
-        json.dumps(document, default=str),
+        _json_text(document),
         status_code=status,
         mimetype="application/json",
         headers=dict(headers or {}),
@@ -77,13 +77,19 @@ def problem(
     members such as ``errors=[{"field": ..., "problem": ...}]``."""
     document = {"type": type_, "title": title, "status": status, "detail": detail, **extensions}
     return func.HttpResponse(
-        json.dumps(document, default=str),
+        _json_text(document),
         status_code=status,
         mimetype=PROBLEM_JSON,
         # Also as a header, so the type is on the response object itself, not only in the
         # mimetype the worker turns into a header.
         headers={"Content-Type": PROBLEM_JSON, **(headers or {})},
     )
+
+
+def _json_text(document: Any) -> str:
+    """The JSON text of an answer, ending with a newline as a text file's last line does
+    (``curl`` then leaves the prompt on a line of its own)."""
+    return json.dumps(document, default=str) + "\n"
 
 
 def status_of(error: PipelineError) -> int:

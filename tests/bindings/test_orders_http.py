@@ -65,6 +65,12 @@ def test_an_order_is_accepted_and_its_five_tasks_enqueued_in_order_in_one_sessio
     assert [m.is_last for m in messages] == [False] * 4 + [True]
 
 
+def test_json_answers_and_problems_end_with_a_newline(twins: Twins) -> None:
+    """So that ``curl`` output does not run into the shell's prompt."""
+    assert _post(ORDER).get_body().endswith(b"}\n")
+    assert _post(b"{not json").get_body().endswith(b"}\n")
+
+
 def test_the_same_idempotency_key_gives_the_same_job_twice(twins: Twins) -> None:
     first = _json(_post(ORDER, {"Idempotency-Key": "order-42"}))
     second = _json(_post(ORDER, {"Idempotency-Key": "order-42"}))

@@ -21,7 +21,8 @@ def stack(**settings: str) -> Any:
         settings=settings,
         emulator=SimpleNamespace(http_url="http://127.0.0.1:5300"),
         host=SimpleNamespace(
-            function_keys=SimpleNamespace(host="the-host-key", master="the-master-key")
+            function_keys=SimpleNamespace(host="the-host-key", master="the-master-key"),
+            http_url="http://127.0.0.1:7071",
         ),
         mail=SimpleNamespace(host="127.0.0.1", port=1025),
         email=SimpleNamespace(endpoint="http://127.0.0.1:7075"),
@@ -36,6 +37,8 @@ def test_the_key_that_signs_in_to_the_console_is_named_as_such() -> None:
     assert "sign in to the console" in host
     [master] = [line for line in lines if "the-master-key" in line]
     assert "Master key" in master and "console" not in master
+    [status] = [line for line in lines if "Host status" in line]
+    assert "http://127.0.0.1:7071/admin/host/status" in status and "master key" in status
 
 
 def test_stack_env_carries_the_telemetry_settings_the_stack_runs_with(

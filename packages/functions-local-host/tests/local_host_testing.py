@@ -47,6 +47,9 @@ SESSION_QUEUES = (
     "sessions-batch-fail",
     "sessions-batch-renew",
     "sessions-batch-no-renewal",
+    "sessions-stale-writer",
+    "sessions-worker-restart",
+    "sessions-http-load",
 )
 PLAIN_QUEUES = (
     "plain-tasks",
@@ -62,6 +65,8 @@ PLAIN_QUEUES = (
     "plain-batch-renew",
     "plain-batch-no-renewal",
     "plain-worker-process",
+    "plain-timeout",
+    "plain-timeout-process",
 )
 
 # Queues whose lock outlasts the test's checks, so that only the host lets go of a session;
@@ -74,6 +79,8 @@ LONG_LOCK_SECONDS = {
     # Long enough that a busy machine cannot make an abandoned message look as if it had been
     # left to its lock (test_abandon_from_the_function_brings_the_message_back_at_once).
     "plain-abandon": 10,
+    # Outlasted by the first delivery's invocation, not by the handover that follows.
+    "sessions-stale-writer": 4,
 }
 
 FAST_HOST_JSON: dict[str, Any] = {

@@ -30,8 +30,16 @@ class Seen:
     def __init__(self) -> None:
         self._lock = threading.Condition()
         self.calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.deliveries: dict[str, int] = defaultdict(int)
         self.in_flight = 0
         self.max_in_flight = 0
+
+    def delivery(self, message_id: str) -> int:
+        """Which delivery of ``message_id`` this is, counted as invocations start (1: the
+        first)."""
+        with self._lock:
+            self.deliveries[message_id] += 1
+            return self.deliveries[message_id]
 
     def add(self, function: str, **facts: Any) -> None:
         with self._lock:
@@ -59,6 +67,7 @@ class Seen:
     def clear(self) -> None:
         with self._lock:
             self.calls.clear()
+            self.deliveries.clear()
             self.in_flight = self.max_in_flight = 0
 
 
@@ -80,7 +89,11 @@ def _run_command(
     "fail_times": k (raise on the first k deliveries), "state": "get"|"clear"|<text to set>,
     "settle": "complete"|"complete_twice"|"deadletter"|"abandon"|"defer", "settle_times": k
     (settle only on the first k deliveries), "release": true (release the session),
-    "gather": k (first wait until k invocations run at once, at most "gather_within" seconds)}."""
+    "gather": k (first wait until k invocations run at once, at most "gather_within" seconds),
+    "sleep_once": true (sleep on the first delivery only), "sleep_unless_file": path (sleep
+    only when the file does not exist, creating it: once across worker processes)}.
+    "state": "by_delivery" sets the
+    state to "delivery <n>"; a failed state write is recorded in "state_error", then raised."""
     command = json.loads(
         b"".join(message.body) if not isinstance(message.body, bytes) else message.body
     )
@@ -98,18 +111,27 @@ def _run_command(
         "trace_parent": context.trace_context.trace_parent if context else None,
     }
     earlier = [c for c in SEEN.of(name) if c["message_id"] == message.message_id]
+    facts["delivery"] = delivery = SEEN.delivery(str(message.message_id))
     SEEN.enter()
     try:
         if "gather" in command:
             SEEN.gather(command["gather"], command.get("gather_within", 5))
-        _sleep(command, message, actions, facts)
+        if _should_sleep(command, delivery):
+            _sleep(command, message, actions, facts)
         state = command.get("state")
-        if state == "get":
-            facts["state"] = _session_state(actions, message.session_id)
-        elif state == "clear":
-            actions.set_session_state(message.session_id, b"")
-        elif state:
-            actions.set_session_state(message.session_id, state.encode())
+        if state == "by_delivery":
+            state = f"delivery {delivery}"
+        try:
+            if state == "get":
+                facts["state"] = _session_state(actions, message.session_id)
+            elif state == "clear":
+                actions.set_session_state(message.session_id, b"")
+            elif state:
+                actions.set_session_state(message.session_id, state.encode())
+                facts["state_written"] = state
+        except Exception as error:
+            facts["state_error"] = f"{type(error).__name__}: {error}"
+            raise
         settle = command.get("settle")
         if len(earlier) >= command.get("settle_times", len(earlier) + 1):
             settle = None
@@ -137,6 +159,19 @@ def _run_command(
     finally:
         SEEN.leave()
         SEEN.add(name, **facts)
+
+
+def _should_sleep(command: dict[str, Any], delivery: int) -> bool:
+    if command.get("sleep_once") and delivery > 1:
+        return False
+    marker = command.get("sleep_unless_file")
+    if marker:
+        try:
+            with open(marker, "x"):
+                return True
+        except FileExistsError:
+            return False
+    return True
 
 
 def _session_state(actions: ServiceBusMessageActions, session_id: str) -> bytes:
@@ -389,6 +424,13 @@ def slow_timer(timer: func.TimerRequest) -> None:
     time.sleep(2.2)
     # When this run ended, on the host's clock (UTC, as the schedule's occurrences).
     SEEN.add("slow_timer", past_due=timer.past_due, status=status, ended=datetime.now(UTC))
+
+
+@app.timer_trigger(arg_name="timer", schedule="%MONITORED_SCHEDULE%", use_monitor=True)
+def monitored(timer: func.TimerRequest) -> None:
+    SEEN.add(
+        "monitored", past_due=timer.past_due, status=dict(getattr(timer, "schedule_status", {}))
+    )
 
 
 @app.queue_trigger(arg_name="msg", queue_name="%STORAGE_QUEUE%", connection="AzureWebJobsStorage")

@@ -282,12 +282,18 @@ def test_a_request_the_host_cannot_read_is_answered_without_html(host: LocalHost
 
 
 def test_a_client_that_hangs_up_early_is_one_log_line_not_a_traceback(
-    host: LocalHost, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+    run_host: Callable[..., LocalHost],
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
+    host = run_host(["slow"])
     port = int(host.http_url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
         connection.sendall(b"GET /api/slow?seconds=0.3 HTTP/1.1\r\nHost: x\r\n\r\n")
-        # Close with a reset, as a client does that gives up: the answer has nowhere to go.
+        # While the function runs (a reset that came before the host read the request would
+        # throw the request away unread), close with a reset, as a client does that gives up:
+        # the answer has nowhere to go.
+        time.sleep(0.1)
         connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
     def hung_up() -> list[str]:

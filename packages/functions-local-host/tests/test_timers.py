@@ -10,8 +10,11 @@ from typing import Any
 import pytest
 
 from functions_local_host import HostConfigurationError, LocalHost
+from functions_local_host.schedule_monitor import ScheduleStatus, monitored_by_default, past_due
 from functions_local_host.timers import Schedule
 from local_host_testing import wait_for
+
+ONE_MINUTE = timedelta(minutes=1)
 
 
 def test_every_second_schedule_fires_and_run_on_startup_fires_at_once(
@@ -69,3 +72,31 @@ def test_schedules() -> None:
     assert Schedule("00:00:10").next_after(start) == datetime(2026, 1, 1, 0, 0, 10, tzinfo=UTC)
     with pytest.raises(HostConfigurationError):
         Schedule("every minute")
+
+
+def test_the_schedule_monitor_decides_past_due_as_the_extension_does() -> None:
+    """ScheduleMonitor.CheckPastDueAsync: no status yet is recorded and not past due; a
+    recorded next occurrence that has passed is past due; a status from another schedule is
+    brought up to date, not past due."""
+    every_minute = Schedule("0 * * * * *")
+    now = datetime(2026, 1, 1, 12, 0, 30, tzinfo=UTC)
+
+    overdue, status, write = past_due(now, every_minute, None)
+    assert (overdue, status.next, write) == (timedelta(0), now.replace(second=0) + ONE_MINUTE, True)
+
+    last = datetime(2026, 1, 1, 11, 58, tzinfo=UTC)
+    recorded = ScheduleStatus(last=last, next=last + ONE_MINUTE, last_updated=last)
+    overdue, status, write = past_due(now, every_minute, recorded)
+    assert (overdue, status, write) == (timedelta(seconds=90), recorded, False)
+
+    hourly = Schedule("0 0 * * * *")  # the app's schedule changed since that status
+    overdue, status, write = past_due(now, hourly, recorded)
+    assert overdue == timedelta(0) and write
+    assert status.next == datetime(2026, 1, 1, 13, 0, tzinfo=UTC)
+
+
+def test_use_monitor_defaults_to_schedules_a_minute_apart_or_more() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert monitored_by_default(Schedule("0 */5 * * * *"), now)
+    assert monitored_by_default(Schedule("00:01:00"), now)
+    assert not monitored_by_default(Schedule("*/30 * * * * *"), now)

@@ -120,6 +120,9 @@ def timespan(value: Any, default: float) -> float:
     return total + (float(f"0.{fraction}") if fraction else 0.0)
 
 
+DEFAULT_FUNCTION_TIMEOUT = 1800.0
+
+
 @dataclass(frozen=True)
 class ServiceBusOptions:
     """host.json's ``extensions.serviceBus`` (extension 5.x names, in seconds where a TimeSpan),
@@ -163,7 +166,8 @@ class HostOptions:
     service_bus: ServiceBusOptions = ServiceBusOptions()
     queues: QueueOptions = QueueOptions()
     singleton: SingletonOptions = SingletonOptions()
-    function_timeout: float | None = None
+    # host.json's functionTimeout in seconds; None: unbounded ("-1").
+    function_timeout: float | None = DEFAULT_FUNCTION_TIMEOUT
 
     @classmethod
     def from_host_json(cls, document: Mapping[str, Any]) -> HostOptions:
@@ -174,8 +178,22 @@ class HostOptions:
             service_bus=_service_bus_options(extensions.get("serviceBus") or {}),
             queues=_queue_options(extensions.get("queues") or {}),
             singleton=_singleton_options(document.get("singleton") or {}),
-            function_timeout=timespan(document.get("functionTimeout"), 0.0) or None,
+            function_timeout=_function_timeout(document.get("functionTimeout")),
         )
+
+
+def _function_timeout(value: Any) -> float | None:
+    """host.json's ``functionTimeout``: absent, the default of the Flex Consumption, Premium
+    and Dedicated plans (30 minutes); "-1", unbounded (learn.microsoft.com, host.json
+    reference, functionTimeout)."""
+    if value is None:
+        return DEFAULT_FUNCTION_TIMEOUT
+    if str(value).strip() == "-1":
+        return None
+    seconds = timespan(value, DEFAULT_FUNCTION_TIMEOUT)
+    if seconds <= 0:
+        raise HostConfigurationError(f"host.json: functionTimeout {value!r} is not positive")
+    return seconds
 
 
 def _service_bus_options(section: Mapping[str, Any]) -> ServiceBusOptions:

@@ -18,7 +18,10 @@ from .rpc import messages, typed_data
 
 
 class Worker(Protocol):
-    """What invokes a function: the worker in this process, or a pool of worker processes."""
+    """What invokes a function: the worker in this process, or a pool of worker processes.
+    ``invoke`` raises ``TimeoutError`` when the invocation outlasts ``function_timeout``."""
+
+    function_timeout: float | None
 
     def invoke(self, invocation: Any) -> Any: ...
 
@@ -159,7 +162,27 @@ def invoke(
         log_detail,
     )
     started = time.monotonic()
-    response = spec.worker.invoke(request)
+    try:
+        response = spec.worker.invoke(request)
+    except TimeoutError:
+        # The WebJobs SDK's FunctionExecutor: its log line, then a FunctionTimeoutException.
+        limit = timespan_text(spec.worker.function_timeout or 0)
+        logger.error(
+            "Timeout value of %s exceeded by function 'Functions.%s' (Id: '%s'). "
+            "Initiating cancellation.",
+            limit,
+            spec.name,
+            invocation_id,
+        )
+        error = f"Timeout value of {limit} was exceeded by function: Functions.{spec.name}"
+        logger.error(
+            "Executed 'Functions.%s' (Failed, Id=%s, Duration=%dms)\n  %s",
+            spec.name,
+            invocation_id,
+            _ms(started),
+            error,
+        )
+        return Outcome(succeeded=False, error=error)
     if response.result.status != messages.StatusResult.Success:
         error = response.result.exception.message or "the worker reported a failure"
         logger.error(
@@ -182,3 +205,11 @@ def invoke(
 
 def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
+
+
+def timespan_text(seconds: float) -> str:
+    """``hh:mm:ss`` (with a fraction when there is one), as .NET writes a TimeSpan."""
+    whole = int(seconds)
+    text = f"{whole // 3600:02d}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
+    fraction = round(seconds - whole, 7)
+    return text + (f"{fraction:.7f}"[1:] if fraction else "")

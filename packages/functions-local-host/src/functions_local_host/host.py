@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -22,6 +23,7 @@ from .functions import (
     discover,
 )
 from .http import DEFAULT_BODY_LIMIT, DEFAULT_READ_TIMEOUT, FunctionKeys, HttpFrontEnd
+from .http_server import KEEP_ALIVE_TIMEOUT
 from .queues import QueueListener
 from .runtime_rules import (
     AZURE_INSTANCE_CPUS,
@@ -29,13 +31,15 @@ from .runtime_rules import (
     azure_default_thread_count,
     check_runtime_pin,
 )
+from .schedule_monitor import ScheduleMonitor
 from .servicebus import ServiceBusListener
 from .servicebus_binding import check_supported
 from .settlement import SettlementRegistry, SettlementServer
 from .singleton import ListenerLock, host_id, listener_lock_id
 from .timers import TimerListener
 from .worker import SCRIPT_FILE_SETTING, Worker, point_settlement_client
-from .worker_channel import EventStreams, WorkerPool, worker_process_count
+from .worker_channel import HOST_VERSION, EventStreams
+from .worker_pool import WorkerPool, worker_process_count
 
 logger = logging.getLogger("functions_local_host")
 
@@ -68,7 +72,11 @@ class LocalHost:
     taking work, lets invocations in flight finish (up to ``drain_timeout`` seconds) and closes
     everything. One host runs in a process at a time (the worker holds one app per process).
 
-    ``http_read_timeout`` bounds how long a request's headers and body may take to arrive.
+    ``http_read_timeout`` bounds how long a request's headers (from its first byte) and its
+    body (from the end of the headers) may take to arrive (Kestrel's RequestHeadersTimeout,
+    30 s); ``http_keep_alive_timeout`` how long a connection may wait for its next request
+    (Kestrel's KeepAliveTimeout, 130 s); ``http_max_connections`` how many connections may be
+    open at once (``http_server.py``).
 
     As in Azure (``runtime_rules.py``): an app whose ``requirements.txt`` pins another
     ``azure-functions-runtime`` than the installed one is refused, and with
@@ -76,7 +84,7 @@ class LocalHost:
     on an instance of ``instance_cpus`` vCPUs, not one sized from this machine's CPUs.
 
     ``worker_processes``: run the worker in processes of its own, as the Functions host does
-    (``worker_channel.py``; FUNCTIONS_WORKER_PROCESS_COUNT of them); None reads
+    (``worker_pool.py``; FUNCTIONS_WORKER_PROCESS_COUNT of them); None reads
     LOCALDEV_WORKER_PROCESSES from the settings (default: in this process)."""
 
     def __init__(
@@ -90,6 +98,8 @@ class LocalHost:
         drain_timeout: float = 30.0,
         functions: Iterable[str] | None = None,
         http_read_timeout: float = DEFAULT_READ_TIMEOUT,
+        http_keep_alive_timeout: float = KEEP_ALIVE_TIMEOUT,
+        http_max_connections: int | None = None,
         instance_cpus: int = AZURE_INSTANCE_CPUS,
         worker_processes: bool | None = None,
     ) -> None:
@@ -113,6 +123,8 @@ class LocalHost:
         self._http_host = http_host
         self._http_port = http_port
         self._http_read_timeout = http_read_timeout
+        self._http_keep_alive_timeout = http_keep_alive_timeout
+        self._http_max_connections = http_max_connections
         self.functions: list[FunctionSpec] = []
         # Used for the master and host keys that the settings leave unset.
         self._generated_keys = (secrets.token_urlsafe(32), secrets.token_urlsafe(32))
@@ -130,6 +142,7 @@ class LocalHost:
         self._worker: Worker | WorkerPool | None = None
         self.timers: dict[str, TimerListener] = {}
         self._started = False
+        self._started_at = 0.0
 
     @property
     def http_url(self) -> str:
@@ -154,10 +167,14 @@ class LocalHost:
                 # The worker processes connect to the server: it runs before they start.
                 self._settlement.start()
                 worker = WorkerPool(
-                    worker_process_count(self.settings), self._streams, self._settlement.address
+                    worker_process_count(self.settings),
+                    self._streams,
+                    self._settlement.address,
+                    function_timeout=self.options.function_timeout,
                 )
             else:
                 worker = worker_process.acquire(self)
+                worker.function_timeout = self.options.function_timeout
             self._worker = worker
             indexed = worker.index(self.script, dict(os.environ))
             self.functions = discover(indexed, self.settings, worker=worker, only=self._only)
@@ -174,8 +191,33 @@ class LocalHost:
             self.stop()
             raise
         self._started = True
+        self._started_at = time.monotonic()
         self._log_listing()
         return self
+
+    def health(self) -> dict[str, Any]:
+        """The host's status, as the Functions host's ``GET /admin/host/status`` answers it
+        (``id``, ``state``, ``version``, ``processUptime`` in ms, ``errors``), plus
+        ``workers``: each worker process's state (``running`` or ``restarting``), pid, restarts
+        and last exit. ``errors`` names every worker that is restarting now."""
+        workers = self._worker.health() if isinstance(self._worker, WorkerPool) else []
+        errors = [
+            f"Worker process {w['number']} exited (exit code {w['lastExit']['exitCode']}, "
+            f"{w['lastExit']['reason']}) and is restarting."
+            for w in workers
+            if w["state"] != "running" and w["lastExit"]
+        ]
+        return {
+            "id": host_id(self.settings, self.script),
+            "state": "Running" if self._started else "Stopped",
+            "version": HOST_VERSION,
+            "processUptime": int((time.monotonic() - self._started_at) * 1000)
+            if self._started
+            else 0,
+            "errors": errors,
+            "workerProcesses": self.worker_processes,
+            "workers": workers,
+        }
 
     def _by_type(self) -> dict[str, list[FunctionSpec]]:
         by_type: dict[str, list[FunctionSpec]] = {}
@@ -213,7 +255,7 @@ class LocalHost:
                 )
             )
         for spec in by_type.get(TIMER_TRIGGER, []):
-            timer = TimerListener(spec, self._listener_lock(spec))
+            timer = TimerListener(spec, self._listener_lock(spec), self._schedule_monitor(spec))
             self.timers[spec.name] = timer
             self._listeners.append(timer)
         if by_type.get(HTTP_TRIGGER):
@@ -225,8 +267,21 @@ class LocalHost:
                 port=self._http_port,
                 body_limit=int(self.settings.get(BODY_LIMIT_SETTING) or DEFAULT_BODY_LIMIT),
                 read_timeout=self._http_read_timeout,
+                keep_alive_timeout=self._http_keep_alive_timeout,
+                max_connections=self._http_max_connections,
+                status=self.health,
             )
             self._listeners.append(self._http)
+
+    def _schedule_monitor(self, spec: FunctionSpec) -> ScheduleMonitor | None:
+        """The timer's schedule status in AzureWebJobsStorage (None without that setting)."""
+        try:
+            storage = connection_string("AzureWebJobsStorage", self.settings)
+        except HostConfigurationError:
+            return None
+        return ScheduleMonitor(
+            storage, host_id(self.settings, self.script), f"Host.Functions.{spec.name}"
+        )
 
     def _listener_lock(self, spec: FunctionSpec) -> ListenerLock | None:
         """The listener's singleton lock in AzureWebJobsStorage (None without that setting:

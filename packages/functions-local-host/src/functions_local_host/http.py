@@ -1,22 +1,17 @@
-"""HTTP triggers behind a small threaded HTTP server on 127.0.0.1.
+"""HTTP triggers behind the host's HTTP server (``http_server.py``: asyncio, Kestrel's limits).
 
 Routes are ``/<routePrefix>/<route>`` (host.json extensions.http.routePrefix, "api" by default).
 A request whose path matches no route, or matches only with another method (any method, TRACE
 and WebDAV's included), gets 404 without a body, as on the Functions host (which does not answer
-405 with Allow there; an open azure-functions-host issue asks it to). A request it cannot read
-at all gets its 4xx or 505 with an empty body. The listen backlog is Kestrel's (512), and a
-client that hangs up early is one log line. Auth levels: anonymous; function (a function key,
-the host key or the master key); admin (the master key only). A key goes in the
-``x-functions-key`` header or the ``code`` query parameter; a missing or wrong key gets 401.
+405 with Allow there; an open azure-functions-host issue asks it to). Auth levels: anonymous;
+function (a function key, the host key or the master key); admin (the master key only). A key
+goes in the ``x-functions-key`` header or the ``code`` query parameter; a missing or wrong key
+gets 401. ``GET /admin/host/status`` (master key) answers the host's status, as the Functions
+host's admin API does.
 
 The request goes to the worker as ``RpcHttp`` (the host's ToRpcHttp, for a worker that asked for
-raw body bytes and the body alone); the worker's ``RpcHttp`` answer is the response.
-
-The body is read before the function runs, within limits, each refused at once with a problem
-document (RFC 9457) and the connection closed: a ``Content-Length`` that is not one decimal
-number (negative, not a number, two different values, or next to ``Transfer-Encoding``) is 400;
-a declared or chunked body over ``body_limit`` bytes is 413, without reading it; a body that
-has not fully arrived ``read_timeout`` seconds after the headers is 408.
+raw body bytes and the body alone); the worker's ``RpcHttp`` answer is the response. The body is
+read before the function runs, within the limits of ``http_body.py``.
 """
 
 from __future__ import annotations
@@ -24,17 +19,20 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import re
-import sys
-import threading
-import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .functions import FunctionSpec, invoke
+from .http_server import (
+    HEADERS_TIMEOUT,
+    KEEP_ALIVE_TIMEOUT,
+    HttpServer,
+    RequestHead,
+    Response,
+    Routed,
+)
 from .routes import RouteTemplate
 from .rpc import messages, typed_metadata
 
@@ -42,8 +40,8 @@ logger = logging.getLogger("functions_local_host")
 
 # The Functions host's default request body limit (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT), 100 MB.
 DEFAULT_BODY_LIMIT = 104_857_600
-DEFAULT_READ_TIMEOUT = 30.0
-_DIGITS = re.compile(r"[0-9]+")
+DEFAULT_READ_TIMEOUT = HEADERS_TIMEOUT
+HOST_STATUS_PATH = "/admin/host/status"
 # Kestrel writes the response headers it knows with their usual spelling, others as given.
 _KNOWN_HEADERS = {
     name.lower(): name
@@ -54,7 +52,6 @@ _KNOWN_HEADERS = {
         "Pragma", "Retry-After", "Server", "Vary", "WWW-Authenticate",
     )
 }  # fmt: skip
-_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 
 @dataclass(frozen=True)
@@ -96,18 +93,10 @@ class FunctionKeys:
         return any(hmac.compare_digest(key.encode(), k.encode()) for k in accepted if k)
 
 
-class RequestRefused(Exception):
-    """The request cannot be read: answer ``status`` with a problem document, then close."""
-
-    def __init__(self, status: int, title: str, detail: str, **members: Any) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.title = title
-        self.detail = detail
-        self.members = members
-
-
 class HttpFrontEnd:
+    """The HTTP functions on ``host`` (127.0.0.1): ``start()``, ``stop(timeout)``. ``status``
+    gives the document of ``GET /admin/host/status``."""
+
     def __init__(
         self,
         specs: list[FunctionSpec],
@@ -118,46 +107,39 @@ class HttpFrontEnd:
         port: int = 0,
         body_limit: int = DEFAULT_BODY_LIMIT,
         read_timeout: float = DEFAULT_READ_TIMEOUT,
+        keep_alive_timeout: float = KEEP_ALIVE_TIMEOUT,
+        max_connections: int | None = None,
+        status: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self.routes = sorted(
             (HttpRoute.of(spec) for spec in specs), key=lambda r: r.template.precedence
         )
         self.keys = keys
         self.route_prefix = route_prefix.strip("/")
-        self.body_limit = body_limit
-        self.read_timeout = read_timeout
-        front_end = self
-
-        class Handler(_Handler):
-            owner = front_end
-            # Headers, and a keep-alive connection's wait for its next request, time out too.
-            timeout = read_timeout
-
-        self._server = _Server((host, port), Handler)
-        self.port = int(self._server.server_address[1])
+        self._status = status
+        self.server = HttpServer(
+            self._route,
+            host=host,
+            port=port,
+            body_limit=body_limit,
+            headers_timeout=read_timeout,
+            body_timeout=read_timeout,
+            keep_alive_timeout=keep_alive_timeout,
+            max_connections=max_connections,
+        )
+        self.port = self.server.port
         self.base_url = f"http://{host}:{self.port}"
-        self._thread: threading.Thread | None = None
-        self._in_flight = 0
-        self._idle = threading.Condition()
 
     def url_of(self, route: HttpRoute) -> str:
         prefix = f"/{self.route_prefix}" if self.route_prefix else ""
         return f"{self.base_url}{prefix}/{route.template.template}"
 
     def start(self) -> None:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="http", kwargs={"poll_interval": 0.2}
-        )
-        self._thread.start()
+        self.server.start()
 
     def stop(self, timeout: float) -> None:
         """Stop accepting, then wait (up to ``timeout``) for the requests in flight."""
-        self._server.shutdown()
-        self._server.server_close()
-        with self._idle:
-            self._idle.wait_for(lambda: self._in_flight == 0, timeout)
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self.server.stop(timeout)
 
     def find(self, method: str, path: str) -> tuple[HttpRoute, dict[str, str]] | None:
         prefix = f"/{self.route_prefix}" if self.route_prefix else ""
@@ -177,52 +159,37 @@ class HttpFrontEnd:
                 }
         return None
 
-    def handle(self, handler: BaseHTTPRequestHandler) -> None:
-        with self._idle:
-            self._in_flight += 1
-        try:
-            self._handle(handler)
-        except RequestRefused as refused:
-            _send_problem(handler, refused)
-        finally:
-            with self._idle:
-                self._in_flight -= 1
-                self._idle.notify_all()
-
-    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
-        started = time.monotonic()
-        length = declared_length(handler.headers.get_all("Content-Length") or [])
-        chunked = _is_chunked(handler.headers.get_all("Transfer-Encoding") or [])
-        if chunked and length is not None:
-            raise RequestRefused(
-                400,
-                "Conflicting body length",
-                "A request has either Content-Length or Transfer-Encoding, not both.",
-                errors=[{"field": "Content-Length", "problem": "sent with Transfer-Encoding"}],
-            )
-        if length is not None and length > self.body_limit:
-            raise _too_large(length, self.body_limit)
-        method = handler.command.upper()
-        url = urlsplit(handler.path)
-        found = self.find(method, url.path)
-        if found is None:
-            _send(handler, 404, {}, b"", close=bool(length) or chunked)
-            return
-        route, route_params = found
+    def _route(self, head: RequestHead) -> Response | Routed:
+        """On the server's event loop: the route and the key; the invocation runs later."""
+        url = urlsplit(head.target)
         query = _query(url.query)
-        key = handler.headers.get("x-functions-key") or query.get("code")
+        key = head.headers.get("x-functions-key") or query.get("code")
+        if url.path == HOST_STATUS_PATH and head.method == "GET" and self._status is not None:
+            if not key or not hmac.compare_digest(key.encode(), self.keys.master.encode()):
+                return Response(401)
+            document = json.dumps(dict(self._status())) + "\n"
+            return Response(200, [("Content-Type", "application/json")], document.encode())
+        found = self.find(head.method, url.path)
+        if found is None:
+            return Response(404)
+        route, route_params = found
         if not self.keys.allows(route, key):
-            _send(handler, 401, {}, b"", close=bool(length) or chunked)
-            return
-        deadline = started + self.read_timeout
-        if chunked:
-            body = read_chunked(handler, self.body_limit, deadline)
-        else:
-            body = read_body(handler, length or 0, deadline)
-        headers = _headers(handler)
+            return Response(401)
+        return Routed(lambda body: self._invoke(head, route, route_params, query, body))
+
+    def _invoke(
+        self,
+        head: RequestHead,
+        route: HttpRoute,
+        route_params: dict[str, str],
+        query: dict[str, str],
+        body: bytes,
+    ) -> Response:
+        """On a pool thread: the invocation and its response."""
+        headers = _headers(head)
         http = messages.RpcHttp(
-            method=method,
-            url=f"http://{headers.get('host') or self.base_url.split('//', 1)[1]}{handler.path}",
+            method=head.method,
+            url=f"http://{headers.get('host') or self.base_url.split('//', 1)[1]}{head.target}",
             headers=headers,
             params=route_params,
             query=query,
@@ -239,124 +206,8 @@ class HttpFrontEnd:
             trace_state=headers.get("tracestate", ""),
         )
         if not outcome.succeeded:
-            _send(handler, 500, {}, b"")
-            return
-        _send_response(handler, outcome.return_value)
-
-
-def declared_length(values: list[str]) -> int | None:
-    """The body length of the ``Content-Length`` header fields (RFC 9110 8.6): one decimal
-    number, possibly repeated (``5, 5`` or two fields with 5); anything else is refused."""
-    if not values:
-        return None
-    numbers = {item.strip() for value in values for item in value.split(",")}
-    if len(numbers) != 1 or not _DIGITS.fullmatch(next(iter(numbers))):
-        shown = ", ".join(values)
-        raise RequestRefused(
-            400,
-            "Invalid Content-Length",
-            f"Content-Length must be one decimal number of bytes; the request sent {shown!r}.",
-            errors=[{"field": "Content-Length", "problem": "not one non-negative integer"}],
-        )
-    return int(next(iter(numbers)))
-
-
-def _is_chunked(values: list[str]) -> bool:
-    codings = [item.strip().lower() for value in values for item in value.split(",")]
-    codings = [c for c in codings if c]
-    if not codings:
-        return False
-    if codings != ["chunked"]:
-        raise RequestRefused(
-            501,
-            "Unsupported Transfer-Encoding",
-            f"Only the chunked transfer coding is supported; the request sent {codings}.",
-            errors=[{"field": "Transfer-Encoding", "problem": "only chunked is supported"}],
-        )
-    return True
-
-
-def _too_large(length: int, limit: int) -> RequestRefused:
-    return RequestRefused(
-        413,
-        "Request body too large",
-        f"The request body ({length} bytes or more) is over the limit of {limit} bytes.",
-        errors=[{"field": "body", "problem": f"over {limit} bytes"}],
-        limit=limit,
-    )
-
-
-def _timed_out() -> RequestRefused:
-    return RequestRefused(
-        408,
-        "Request body not received in time",
-        "The request body did not arrive within the read timeout.",
-        errors=[{"field": "body", "problem": "not received within the read timeout"}],
-    )
-
-
-def _wait(handler: BaseHTTPRequestHandler, deadline: float) -> None:
-    """Let the next socket read wait until ``deadline`` at most."""
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise _timed_out()
-    handler.connection.settimeout(left)
-
-
-def read_body(handler: BaseHTTPRequestHandler, length: int, deadline: float) -> bytes:
-    """Exactly ``length`` bytes of body, all of them before ``deadline``."""
-    parts: list[bytes] = []
-    missing = length
-    while missing > 0:
-        _wait(handler, deadline)
-        try:
-            part = handler.rfile.read1(min(missing, 65536))
-        except TimeoutError as error:
-            raise _timed_out() from error
-        if not part:
-            raise RequestRefused(
-                400,
-                "Incomplete request body",
-                f"The connection ended {missing} bytes short of Content-Length ({length}).",
-                errors=[{"field": "Content-Length", "problem": "more than the body sent"}],
-            )
-        parts.append(part)
-        missing -= len(part)
-    return b"".join(parts)
-
-
-def read_chunked(handler: BaseHTTPRequestHandler, limit: int, deadline: float) -> bytes:
-    """A chunked body (RFC 9112 7.1), refused as soon as it passes ``limit`` bytes."""
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        size_line = _read_line(handler, deadline)
-        size_text = size_line.split(b";", 1)[0].strip()
-        if not _CHUNK_SIZE.fullmatch(size_text):
-            raise RequestRefused(
-                400,
-                "Invalid chunked body",
-                "A chunk size is not a hexadecimal number.",
-                errors=[{"field": "Transfer-Encoding", "problem": "malformed chunk size"}],
-            )
-        size = int(size_text, 16)
-        if size == 0:
-            while _read_line(handler, deadline) not in (b"", b"\r\n", b"\n"):
-                pass  # trailer fields
-            return b"".join(parts)
-        total += size
-        if total > limit:
-            raise _too_large(total, limit)
-        parts.append(read_body(handler, size, deadline))
-        _read_line(handler, deadline)  # the CRLF after the chunk
-
-
-def _read_line(handler: BaseHTTPRequestHandler, deadline: float) -> bytes:
-    _wait(handler, deadline)
-    try:
-        return bytes(handler.rfile.readline(4096))
-    except TimeoutError as error:
-        raise _timed_out() from error
+            return Response(500)
+        return _response(outcome.return_value)
 
 
 def _query(query: str) -> dict[str, str]:
@@ -369,34 +220,29 @@ def _query(query: str) -> dict[str, str]:
     return {name: value for name, value in joined.items() if value}
 
 
-def _headers(handler: BaseHTTPRequestHandler) -> dict[str, str]:
+def _headers(head: RequestHead) -> dict[str, str]:
     headers: dict[str, list[str]] = {}
-    for name, value in handler.headers.items():
+    for name, value in head.headers.items():
         headers.setdefault(name.lower(), []).append(value)
     return {name: ",".join(values) for name, values in headers.items()}
 
 
-def _send_response(handler: BaseHTTPRequestHandler, result: Any) -> None:
+def _response(result: Any) -> Response:
     """The worker's return value (``TypedData``) as the HTTP response."""
     kind = result.WhichOneof("data") if result is not None else None
     if kind is None:
-        _send(handler, 204, {}, b"")
-        return
+        return Response(204)
     if kind != "http":
-        body = _body_bytes(result)
-        _send(handler, 200, {"Content-Type": "text/plain; charset=utf-8"}, body)
-        return
+        return Response(200, [("Content-Type", "text/plain; charset=utf-8")], _body_bytes(result))
     http = result.http
-    headers = {
-        _KNOWN_HEADERS.get(name.lower(), name): value for name, value in http.headers.items()
-    }
-    cookies = [_set_cookie(cookie) for cookie in http.cookies]
-    _send(
-        handler,
+    headers = [
+        (_KNOWN_HEADERS.get(name.lower(), name), value) for name, value in http.headers.items()
+    ]
+    headers += [("Set-Cookie", _set_cookie(cookie)) for cookie in http.cookies]
+    return Response(
         int(http.status_code or 200),
         headers,
         _body_bytes(http.body) if http.HasField("body") else b"",
-        cookies=cookies,
     )
 
 
@@ -430,91 +276,3 @@ def _set_cookie(cookie: Any) -> str:
     if same_site:
         parts.append(f"samesite={same_site}")
     return "; ".join(parts)
-
-
-def _send_problem(handler: BaseHTTPRequestHandler, refused: RequestRefused) -> None:
-    document = {
-        "type": "about:blank",
-        "title": refused.title,
-        "status": refused.status,
-        "detail": refused.detail,
-        **refused.members,
-    }
-    body = json.dumps(document).encode()
-    headers = {"Content-Type": "application/problem+json"}
-    _send(handler, refused.status, headers, body, close=True)
-
-
-def _send(
-    handler: BaseHTTPRequestHandler,
-    status: int,
-    headers: Mapping[str, str],
-    body: bytes,
-    *,
-    cookies: list[str] | None = None,
-    close: bool = False,
-) -> None:
-    """Write the response; ``close`` ends the connection after it (the request's body, if it
-    had one, was not read)."""
-    handler.connection.settimeout(handler.timeout)
-    handler.send_response(status)
-    for name, value in headers.items():
-        if name.lower() not in ("content-length", "transfer-encoding", "connection"):
-            handler.send_header(name, value)
-    for cookie in cookies or []:
-        handler.send_header("Set-Cookie", cookie)
-    handler.send_header("Content-Length", str(len(body)))
-    if close:
-        handler.send_header("Connection", "close")
-        handler.close_connection = True
-    handler.end_headers()
-    if handler.command != "HEAD":
-        handler.wfile.write(body)
-
-
-class _Server(ThreadingHTTPServer):
-    # Kestrel's listen backlog (SocketTransportOptions.Backlog): a burst of clients waits to be
-    # accepted. socketserver's 5 had the kernel reset connections of a burst of 20.
-    request_queue_size = 512
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hangs up before its answer is written (``curl -f`` on a 404 does) is
-        one line, as in Kestrel's log; socketserver printed a traceback to stderr."""
-        error = sys.exception()
-        where = f"{client_address[0]}:{client_address[1]}"
-        if isinstance(error, ConnectionError):
-            logger.info("The client %s hung up (%s)", where, type(error).__name__)
-        else:
-            logger.error("The request from %s failed", where, exc_info=error)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    owner: HttpFrontEnd
-    protocol_version = "HTTP/1.1"
-
-    def _dispatch(self) -> None:
-        self.owner.handle(self)
-
-    def __getattr__(self, name: str) -> Any:
-        # Every method goes to the routes, as on Kestrel: TRACE, PROPFIND or a method of its own
-        # gets the 404 of a route it does not match, not http.server's HTML 501 page.
-        if name.startswith("do_"):
-            return self._dispatch
-        raise AttributeError(name)
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """A request http.server cannot read (a malformed request line, headers too long):
-        the status with an empty body and the connection closed, as Kestrel answers, instead
-        of an HTML page."""
-        logger.info("%s: %d %s", self.address_string(), code, message or "")
-        self.close_connection = True
-        # Before the request line is read the version is 0.9's, which has no status line.
-        self.request_version = self.protocol_version
-        self.send_response(code)  # the standard reason phrase, not the request's text
-        self.send_header("Content-Length", "0")
-        self.send_header("Connection", "close")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("%s - %s", self.address_string(), format % args)

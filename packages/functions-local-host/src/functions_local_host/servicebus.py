@@ -65,6 +65,8 @@ _RETRY_SECONDS = 1.0
 _OUTAGE_GRACE_SECONDS = 3.0
 # What closing the receivers may add to a stop, beyond the drain timeout.
 _CLOSE_SECONDS = 5.0
+# How often a slot looks whether the stale holder of the session it accepted has let go.
+_HANDOVER_POLL_SECONDS = 0.05
 
 
 class ServiceBusListener:
@@ -213,9 +215,15 @@ class ServiceBusListener:
         assert self._loop is not None
         blocking = LoopReceiver(receiver, self._loop)
         session = HeldSession(str(receiver.session.session_id), blocking)
-        self._settlement.registry.hold_session(session)
         renewing: asyncio.Task[None] | None = None
         try:
+            if not self.batch:
+                renewal = _Renewal(self._options.max_auto_lock_renewal_duration)
+                renewing = asyncio.create_task(
+                    renewal.keep(receiver.session.renew_lock, receiver.session.locked_until_utc)
+                )
+            if not await self._registered(session):
+                return  # the host is stopping
             if self.batch:
                 # The extension's batch loop takes the session with AcceptNextSessionAsync and
                 # nothing renews its lock (maxAutoLockRenewalDuration "only applies for
@@ -223,10 +231,6 @@ class ServiceBusListener:
                 # it through RenewSessionLock, which finds the session here.
                 await self._drain_session_batches(receiver, session, blocking)
             else:
-                renewal = _Renewal(self._options.max_auto_lock_renewal_duration)
-                renewing = asyncio.create_task(
-                    renewal.keep(receiver.session.renew_lock, receiver.session.locked_until_utc)
-                )
                 await self._drain_session(receiver, session, renewal)
         except (ServiceBusConnectionError, ServiceBusCommunicationError) as error:
             self._outage.failed(error)  # the broker is gone: the accept that follows says more
@@ -244,6 +248,24 @@ class ServiceBusListener:
                 renewing.cancel()
             self._settlement.registry.drop_session(session)
             self._close_later(receiver)
+
+    async def _registered(self, session: HeldSession) -> bool:
+        """Register the session for settlement once no other slot of this host holds it
+        (``SettlementRegistry.try_hold_session``); False when the host stops first."""
+        registry = self._settlement.registry
+        waited = False
+        while not registry.try_hold_session(session):
+            if not waited:
+                waited = True
+                logger.info(
+                    "%s: session %s waits for an invocation that lost its lock to end",
+                    self.spec.name,
+                    session.session_id,
+                )
+            await self._unless_stopped(lambda: asyncio.sleep(_HANDOVER_POLL_SECONDS))
+            if self._stopped():
+                return False
+        return True
 
     async def _drain_session(
         self, receiver: ServiceBusReceiver, session: HeldSession, renewal: _Renewal
@@ -446,6 +468,8 @@ class ServiceBusListener:
         )
         registry = self._settlement.registry
         registry.hold_message(held)
+        if session is not None:
+            registry.invoking(session, +1)
         try:
             succeeded = invoke_with_message(self.spec, message, entity=self.queue_name).succeeded
             with held.lock:
@@ -467,6 +491,8 @@ class ServiceBusListener:
                     )
         finally:
             registry.drop_message(held)
+            if session is not None:
+                registry.invoking(session, -1)
 
     def _process_batch(
         self,
@@ -486,6 +512,8 @@ class ServiceBusListener:
         registry = self._settlement.registry
         for each in held:
             registry.hold_message(each)
+        if session is not None:
+            registry.invoking(session, +1)
         try:
             outcome = invoke_with_messages(self.spec, batch, entity=self.queue_name)
             if outcome.succeeded and not self.auto_complete:
@@ -515,6 +543,8 @@ class ServiceBusListener:
         finally:
             for each in held:
                 registry.drop_message(each)
+            if session is not None:
+                registry.invoking(session, -1)
 
 
 class _Batches:

@@ -53,11 +53,13 @@ class HeldSession:
     lock: threading.RLock = field(default_factory=threading.RLock)
     release_requested: bool = False
     known_state: tuple[bytes | None] | None = None
+    # Invocations of this session's messages running now (changed under the registry's guard).
+    invocations: int = 0
 
     def state(self, read: Callable[[], bytes | None]) -> bytes | None:
         """The session state: ``known_state`` while the lock holds, else ``read()``."""
         with self.lock:
-            if self.known_state is None or self._lock_expired():
+            if self.known_state is None or self.lock_expired():
                 self.known_state = (read(),)
             return self.known_state[0]
 
@@ -67,7 +69,8 @@ class HeldSession:
             write(state)
             self.known_state = (state,)
 
-    def _lock_expired(self) -> bool:
+    def lock_expired(self) -> bool:
+        """The session's lock has run out by the clock (or was never known)."""
         locked_until = self.receiver.session.locked_until_utc
         return locked_until is None or locked_until <= datetime.datetime.now(datetime.UTC)
 
@@ -88,7 +91,16 @@ class HeldMessage:
 
 
 class SettlementRegistry:
-    """Lock tokens and session ids the host holds right now, and what holds them."""
+    """Lock tokens and session ids the host holds right now, and what holds them.
+
+    A message's settlement goes to the receiver that delivered it (its lock token is its own).
+    A session is known by its id alone, so one id names one holder: a slot that accepts a
+    session another slot of this host still holds (its lock lost while an invocation of it
+    runs) waits until that holder lets go (``try_hold_session``). Meanwhile a state write or a
+    renewal for that id goes to the stale holder, whose lock is lost, and fails with
+    SessionLockLost, as it would for its invocation in Azure; the new holder's invocations start
+    after. (The extension's ``SessionActionsCache`` also keeps the first holder of an id:
+    ``TryAdd`` does not replace one.)"""
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
@@ -106,6 +118,26 @@ class SettlementRegistry:
     def hold_session(self, held: HeldSession) -> None:
         with self._guard:
             self._sessions[held.session_id] = held
+
+    def try_hold_session(self, held: HeldSession) -> bool:
+        """Register ``held`` unless another holder of its id still counts: one with an
+        invocation running or a lock not yet run out by the clock. A holder that counts no
+        more is replaced. False: try again later."""
+        with self._guard:
+            other = self._sessions.get(held.session_id)
+            if (
+                other is not None
+                and other is not held
+                and (other.invocations or not other.lock_expired())
+            ):
+                return False
+            self._sessions[held.session_id] = held
+            return True
+
+    def invoking(self, held: HeldSession, change: int) -> None:
+        """Count an invocation of ``held``'s messages in (+1) or out (-1)."""
+        with self._guard:
+            held.invocations += change
 
     def drop_session(self, held: HeldSession) -> None:
         with self._guard:

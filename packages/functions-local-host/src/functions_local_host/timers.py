@@ -6,6 +6,12 @@ occurrences, the host runs once more at once with ``past_due=True`` instead of c
 missed occurrence. Across instances of the app (hosts on one AzureWebJobsStorage) a timer runs
 on one of them: its listener runs only while that instance holds the listener's singleton lock
 (``singleton.py``), as in Azure; without AzureWebJobsStorage there is no lock (one instance).
+A lock lost (its renewal failed) stops the schedule at once, and the listener seeks the lock
+again, every listenerLockRecoveryPollingInterval, until it has it.
+
+With ``useMonitor`` (``schedule_monitor.py``) the schedule's status lives in storage: whenever
+the listener starts (takes the lock), an occurrence missed since the last run (on this
+instance or another) runs at once, past due.
 """
 
 from __future__ import annotations
@@ -19,7 +25,11 @@ from croniter import croniter
 from .config import HostConfigurationError, timespan
 from .functions import FunctionSpec, invoke
 from .rpc import typed_data
+from .schedule_monitor import NEVER, ScheduleMonitor, ScheduleStatus, monitored_by_default, past_due
 from .singleton import ListenerLock
+
+# How often a running schedule looks whether its singleton lock is still held.
+_LOCK_CHECK_SECONDS = 1.0
 
 logger = logging.getLogger("functions_local_host")
 
@@ -57,11 +67,23 @@ class Schedule:
 
 
 class TimerListener:
-    def __init__(self, spec: FunctionSpec, lock: ListenerLock | None = None) -> None:
+    """``monitor``: the schedule's status in storage, used when the function's ``useMonitor``
+    (or its default for the schedule) says so."""
+
+    def __init__(
+        self,
+        spec: FunctionSpec,
+        lock: ListenerLock | None = None,
+        monitor: ScheduleMonitor | None = None,
+    ) -> None:
         self.spec = spec
         self.lock = lock
         self.schedule = Schedule(str(spec.setting("schedule")))
         self.run_on_startup = bool(spec.setting("runOnStartup", False))
+        use_monitor = spec.setting("useMonitor")
+        if use_monitor is None:
+            use_monitor = monitored_by_default(self.schedule, datetime.now(UTC))
+        self.monitor = monitor if use_monitor else None
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=spec.name, daemon=True)
         self.last: datetime | None = None
@@ -105,21 +127,45 @@ class TimerListener:
         return self.lock is None or self.lock.held
 
     def _run_schedule(self) -> None:
-        """The schedule, while the lock is held (its listener starts when the lock is taken,
-        runOnStartup included, as in the host)."""
-        due = self.schedule.next_after(datetime.now(UTC))
-        if self.run_on_startup:
+        """The schedule, while the lock is held (its listener starts when the lock is taken:
+        a missed occurrence by the monitor, or runOnStartup, first, as in the host)."""
+        missed = self._missed_occurrence()
+        if missed is not None:
+            logger.info("Function '%s' is past due on startup. Executing now.", self.spec.name)
+            self._fire(scheduled=datetime.now(UTC), past_due=True, reason="past due", was=missed)
+        elif self.run_on_startup:
             self._fire(scheduled=datetime.now(UTC), past_due=False, reason="startup")
-            due = self.schedule.next_after(datetime.now(UTC))
+        due = self.schedule.next_after(datetime.now(UTC))
         late = False
         while not self._stopping.is_set():
-            wait = (due - datetime.now(UTC)).total_seconds()
-            if wait > 0 and self._stopping.wait(wait):
-                return
+            while (wait := (due - datetime.now(UTC)).total_seconds()) > 0:
+                if self._stopping.wait(min(wait, _LOCK_CHECK_SECONDS)):
+                    return
+                if not self._holds_lock():
+                    return  # lost: another instance may take it and run this occurrence
             if not self._holds_lock():
-                return  # lost: another instance may run this occurrence
+                return
             self._fire(scheduled=due, past_due=late, reason="timer")
             due, late = self._following(due)
+
+    def _missed_occurrence(self) -> datetime | None:
+        """With the monitor: the recorded next occurrence when it has passed (the schedule
+        is past due), else None; the status is brought up to date as the extension does."""
+        if self.monitor is None:
+            return None
+        now = datetime.now(UTC)
+        try:
+            recorded = self.monitor.status()
+        except Exception as error:  # storage unreachable: the schedule runs without it
+            logger.warning("%s: the timer's status cannot be read: %s", self.spec.name, error)
+            return None
+        logger.debug("Function '%s' initial status: %s", self.spec.name, recorded)
+        overdue, status, write = past_due(now, self.schedule, recorded)
+        if write:
+            self.monitor.update(status)
+        if status.last > NEVER:
+            self.last = status.last
+        return status.next if overdue else None
 
     def _following(self, fired: datetime) -> tuple[datetime, bool]:
         """The next occurrence, and whether it is already past (the invocation overran it):
@@ -132,22 +178,39 @@ class TimerListener:
             following = later
         return following, True
 
-    def _fire(self, *, scheduled: datetime, past_due: bool, reason: str) -> None:
+    def _fire(
+        self, *, scheduled: datetime, past_due: bool, reason: str, was: datetime | None = None
+    ) -> None:
+        """Run the function for the occurrence ``scheduled`` (``was``: the occurrence a past-due
+        run makes up for), then record the status."""
         # The host's TimerInfo, serialized to JSON as the host sends it.
         timer_info = {
             "Schedule": {"AdjustForDST": self.schedule.adjusts_for_dst},
             "ScheduleStatus": {
-                "Last": (self.last or datetime.min.replace(tzinfo=UTC)).isoformat(),
+                "Last": (self.last or NEVER).isoformat(),
                 "Next": self.schedule.next_after(scheduled).isoformat(),
                 "LastUpdated": datetime.now(UTC).isoformat(),
             },
             "IsPastDue": past_due,
         }
+        details = {"timer": "", "startup": "RunOnStartup", "past due": "IsPastDue"}[reason]
         invoke(
             self.spec,
             typed_data(timer_info),
-            reason="Timer fired at " + scheduled.isoformat()
-            if reason == "timer"
-            else "This function was started on host startup (runOnStartup).",
+            reason="This function was started on host startup (runOnStartup)."
+            if reason == "startup"
+            else "Timer fired at " + scheduled.isoformat(),
+            log_detail=f"\n  Trigger Details: UnscheduledInvocationReason: {details}"
+            + (f", OriginalSchedule: {was.isoformat()}" if was else "")
+            if details
+            else "",
         )
         self.last = scheduled
+        if self.monitor is not None:
+            self.monitor.update(
+                ScheduleStatus(
+                    last=scheduled,
+                    next=self.schedule.next_after(scheduled),
+                    last_updated=scheduled,
+                )
+            )

@@ -61,6 +61,8 @@ class Worker:
         )
         self._thread.start()
         self._initialized = False
+        # host.json's functionTimeout, set by the host that holds this worker (None: no limit).
+        self.function_timeout: float | None = None
 
     def _run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
@@ -129,11 +131,20 @@ class Worker:
             _raise_on_failure(response.result, f"The worker could not load {metadata.name}")
 
     def invoke(self, invocation: Any) -> Any:
-        """Run one ``InvocationRequest``; returns the worker's ``InvocationResponse``."""
+        """Run one ``InvocationRequest``; returns the worker's ``InvocationResponse``. Past
+        ``function_timeout`` the invocation's coroutine is cancelled and ``TimeoutError``
+        raised: an async function stops there, a synchronous one runs on in the runtime's
+        thread pool (a thread cannot be stopped, and the worker shares this process)."""
         request = self._message(invocation_request=invocation)
-        return self._run(
-            runtime.invocation_request(WorkerRequest("FunctionInvocationRequest", request))
+        future = asyncio.run_coroutine_threadsafe(
+            runtime.invocation_request(WorkerRequest("FunctionInvocationRequest", request)),
+            self._loop,
         )
+        try:
+            return future.result(self.function_timeout)
+        except TimeoutError:
+            future.cancel()
+            raise
 
     def finish(self) -> None:
         """Wait for the synchronous invocations in flight and stop the runtime's thread pool."""

@@ -6,14 +6,14 @@ Settlement service, as in Azure), starts each worker with ``--host``, ``--port``
 ``StartStream``. Requests and responses then go over that stream: the init, the metadata and
 each load answered by request id, each invocation by invocation id.
 
-``FUNCTIONS_WORKER_PROCESS_COUNT`` workers (1 by default, as in Azure) each index the app and
-load its functions; invocations go to them in turn (round robin, as the host's
-``FunctionDispatcherLoadBalancer``).
+A ``WorkerProcess`` is one worker and its stream; ``worker_pool.py`` keeps
+``FUNCTIONS_WORKER_PROCESS_COUNT`` of them running. The worker's stderr goes on to the host's,
+and its last lines are kept for the log of its exit.
 """
 
 from __future__ import annotations
 
-import itertools
+import collections
 import logging
 import os
 import queue
@@ -21,10 +21,10 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import grpc
 
@@ -36,9 +36,11 @@ logger = logging.getLogger("functions_local_host")
 WORKER_PROCESS_COUNT_SETTING = "FUNCTIONS_WORKER_PROCESS_COUNT"
 GRPC_MAX_MESSAGE_LENGTH = 2**31 - 1
 _SERVICE = "AzureFunctionsRpcMessages.FunctionRpc"
-_HOST_VERSION = "4.1040.0"
+HOST_VERSION = "4.1040.0"
 _START_SECONDS = 120.0
 _REQUEST_SECONDS = 120.0
+# The lines of a worker's stderr kept for the log of its exit.
+STDERR_TAIL_LINES = 20
 _RPC_LEVELS = {
     "Trace": logging.DEBUG,
     "Debug": logging.DEBUG,
@@ -51,6 +53,10 @@ _RPC_LEVELS = {
 
 class WorkerStartError(HostConfigurationError):
     """A worker process could not start, index or load the app."""
+
+
+class WorkerGone(ConnectionError):
+    """The worker's stream had ended before the request was sent: the worker never saw it."""
 
 
 class EventStreams:
@@ -112,6 +118,16 @@ class WorkerProcess:
         self._process: subprocess.Popen[bytes] | None = None
         self.connected = threading.Event()
         self._closed = False
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    @property
+    def stderr_tail(self) -> list[str]:
+        """The last lines the worker wrote to stderr."""
+        return list(self._stderr_tail)
 
     def start(self, script_root: Path, environ: Mapping[str, str]) -> None:
         host, port = self._address.rsplit(":", 1)
@@ -127,10 +143,18 @@ class WorkerProcess:
             cwd=script_root,  # the host starts a worker in the script root
             env={**environ, "PYTHONPATH": _python_path(environ)},
             stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             # A Ctrl-C in the host's terminal is the host's to handle: it lets the invocations
             # in flight finish, then terminates its workers over the stream.
             start_new_session=True,
         )
+        assert self._process.stderr is not None
+        threading.Thread(
+            target=self._pump_stderr,
+            args=(self._process.stderr,),
+            name=f"worker {self.number} stderr",
+            daemon=True,
+        ).start()
         waited = 0.0
         while not self.connected.wait(0.2):
             waited += 0.2
@@ -139,6 +163,32 @@ class WorkerProcess:
                     f"Worker process {self.number} did not connect to the host (exit code "
                     f"{self._process.poll()})."
                 )
+
+    def _pump_stderr(self, stream: IO[bytes]) -> None:
+        """The worker's stderr, line by line, to the host's stderr (as when it was inherited),
+        keeping the last lines."""
+        for line in iter(stream.readline, b""):
+            text = line.decode(errors="replace").rstrip("\n")
+            self._stderr_tail.append(text)
+            try:
+                sys.stderr.write(text + "\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):  # the host's stderr is closed
+                pass
+        stream.close()
+
+    def wait(self) -> int | None:
+        """Wait for the process to exit; its exit code (negative: the signal that ended it)."""
+        return None if self._process is None else self._process.wait()
+
+    @property
+    def exited(self) -> bool:
+        return self._process is not None and self._process.poll() is not None
+
+    def kill(self) -> None:
+        """End the process at once (the host restarts a worker whose function timed out)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
 
     def outgoing(self) -> Iterator[Any]:
         while (message := self._outgoing.get()) is not None:
@@ -170,6 +220,7 @@ class WorkerProcess:
             pass
         finally:
             self._fail_pending(f"worker process {self.number} exited")
+            self._outgoing.put(None)  # ends the stream's sending side, freeing its thread
 
     def _fail_pending(self, why: str) -> None:
         with self._guard:
@@ -179,13 +230,19 @@ class WorkerProcess:
             future.set_exception(ConnectionError(why))
 
     def request(self, key: str, message: Any, timeout: float | None = _REQUEST_SECONDS) -> Any:
+        """Send ``message`` and wait for the response under ``key``. Raises ``ConnectionError``
+        when the worker exits first, ``TimeoutError`` after ``timeout`` seconds."""
         future: Future[Any] = Future()
         with self._guard:
             if self._closed:
-                raise ConnectionError(f"worker process {self.number} exited")
+                raise WorkerGone(f"worker process {self.number} exited")
             self._pending[key] = future
         self._outgoing.put(message)
-        return future.result(timeout)
+        try:
+            return future.result(timeout)
+        finally:
+            with self._guard:
+                self._pending.pop(key, None)
 
     def ask(self, **content: Any) -> Any:
         """Send one request (``content``: the ``StreamingMessage`` field that holds it) under a
@@ -205,86 +262,6 @@ class WorkerProcess:
                 self._process.wait(5)
 
 
-class WorkerPool:
-    """``count`` worker processes with the interface of the in-process ``Worker``."""
-
-    def __init__(self, count: int, streams: EventStreams, address: str) -> None:
-        if count < 1:
-            raise HostConfigurationError(f"{WORKER_PROCESS_COUNT_SETTING} must be 1 or more")
-        self.worker_id = "pool"
-        self.workers = [WorkerProcess(n, streams, address) for n in range(1, count + 1)]
-        self._turn = itertools.cycle(self.workers)
-        self._turn_guard = threading.Lock()
-
-    def index(self, script: Path, environ: Mapping[str, str]) -> list[Any]:
-        """Start every worker, have each index the app, and return the first's metadata."""
-        metadata: list[Any] = []
-        for worker in self.workers:
-            worker.start(script.parent, environ)
-            response = worker.ask(
-                worker_init_request=messages.WorkerInitRequest(
-                    host_version=_HOST_VERSION,
-                    function_app_directory=str(script.parent),
-                ),
-            )
-            _raise_on_failure(response.result, f"Worker {worker.number} could not index {script}")
-            listed = worker.ask(
-                functions_metadata_request=messages.FunctionsMetadataRequest(
-                    function_app_directory=str(script.parent)
-                ),
-            )
-            _raise_on_failure(listed.result, f"Worker {worker.number} could not list {script}")
-            metadata = metadata or list(listed.function_metadata_results)
-        return metadata
-
-    def load(self, functions: Iterable[Any]) -> None:
-        loaded = list(functions)
-        for worker in self.workers:
-            for metadata in loaded:
-                response = worker.ask(
-                    function_load_request=messages.FunctionLoadRequest(
-                        function_id=metadata.function_id, metadata=metadata
-                    ),
-                )
-                _raise_on_failure(
-                    response.result, f"Worker {worker.number} could not load {metadata.name}"
-                )
-
-    def invoke(self, invocation: Any) -> Any:
-        """Run one ``InvocationRequest`` on the next worker; a worker that is gone fails it."""
-        with self._turn_guard:
-            worker = next(self._turn)
-        try:
-            return worker.request(
-                invocation.invocation_id,
-                messages.StreamingMessage(
-                    request_id=str(uuid.uuid4()), invocation_request=invocation
-                ),
-                timeout=None,
-            )
-        except ConnectionError as error:
-            return messages.InvocationResponse(
-                invocation_id=invocation.invocation_id,
-                result=messages.StatusResult(
-                    status=messages.StatusResult.Failure,
-                    exception=messages.RpcException(message=str(error)),
-                ),
-            )
-
-    def finish(self) -> None:
-        for worker in self.workers:
-            worker.stop()
-
-
-def worker_process_count(settings: Mapping[str, str]) -> int:
-    given = settings.get(WORKER_PROCESS_COUNT_SETTING, "").strip() or "1"
-    if not given.isdigit() or int(given) < 1:
-        raise HostConfigurationError(
-            f"{WORKER_PROCESS_COUNT_SETTING}={given!r}: expected a number of processes, 1 or more"
-        )
-    return int(given)
-
-
 def _python_path(environ: Mapping[str, str]) -> str:
     """The worker imports this package from where the host imported it, wherever it starts."""
     root = str(Path(__file__).resolve().parents[1])
@@ -292,7 +269,7 @@ def _python_path(environ: Mapping[str, str]) -> str:
     return os.pathsep.join(p for p in (root, existing) if p)
 
 
-def _raise_on_failure(result: Any, what: str) -> None:
+def raise_on_failure(result: Any, what: str) -> None:
     if result.status != messages.StatusResult.Success:
         raise WorkerStartError(
             f"{what}: {result.exception.message}\n{result.exception.stack_trace}".rstrip()
