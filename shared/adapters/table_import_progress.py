@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from datetime import UTC, datetime
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from azure.data.tables import TableClient, TableEntity, UpdateMode
