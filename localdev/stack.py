@@ -107,6 +107,7 @@ def run_stack(
     echo_mail: bool = False,
     announce: Announce | None = None,
     instances: int | None = None,
+    functions: Sequence[str] | None = None,
 ) -> Iterator[LocalStack]:
     """Start Azurite, the emulator, an SMTP sink and the local host running function_app.py.
 
@@ -123,6 +124,8 @@ def run_stack(
     ``instances`` (default: the environment's LOCALDEV_HOST_INSTANCES, else 1) instances of
     the app run on the stack, as Azure scales out: the first in this process (``host``), the
     others each in a process of its own (``more_instances``, localdev/host_instances.py).
+    ``functions``: the first instance runs only these functions (all when None), as
+    ``func start --functions`` does.
     """
     say: Announce = announce or (lambda _: None)
     ports = ports or Ports()
@@ -209,7 +212,9 @@ def run_stack(
         use_container(None)
         stack.callback(use_container, None)
         document = copy.deepcopy(dict(host_json)) if host_json else load_host_json(HOST_JSON)
-        host = LocalHost(APP_SCRIPT, values, document, http_port=port(ports.http, "HTTP"))
+        host = LocalHost(
+            APP_SCRIPT, values, document, http_port=port(ports.http, "HTTP"), functions=functions
+        )
         stack.enter_context(host)
         more: tuple[HostInstance, ...] = ()
         if count > 1:

@@ -115,7 +115,11 @@ def _read(table: TableClient, partition: str, row: str) -> TableEntity | None:
 
 
 def _written_at(entity: TableEntity) -> datetime:
-    timestamp: datetime = entity.metadata["timestamp"]
+    """When Table Storage last wrote the entity (every read here returns all its columns,
+    ``Timestamp`` among them)."""
+    timestamp: datetime | None = entity.metadata["timestamp"]
+    if timestamp is None:
+        raise RuntimeError(f"The entity {entity.get('Sku')!r} was read without its Timestamp")
     return timestamp
 
 
