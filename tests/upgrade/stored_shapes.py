@@ -30,6 +30,7 @@ SHAPES: dict[str, Callable[[Storage], object]] = {
     "confirmations": t.confirmations,
     "sessionoutcomes": t.session_outcomes,
     "receipts blobs": t.receipts,
+    "session state": m.session_state,
     "purchase session state": m.purchase_state,
     "import session state": m.import_state,
     "task messages": m.task_messages,
