@@ -8,6 +8,10 @@ front of them; the stack's API URL is the first instance's).
 
 An instance that dies is started again, as the platform restarts a host whose process ended:
 ``HostInstances`` watches them while the stack runs.
+
+An instance may run another checkout of the app (``app``: its ``function_app.py``, with the
+Python that has its packages), as a deploy runs the release before beside the new one
+(tests/upgrade), and only some of its functions (``functions``, as ``func start --functions``).
 """
 
 from __future__ import annotations
@@ -20,11 +24,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from localdev.stack_layout import APP_SCRIPT, REPO_ROOT
+from localdev.stack_layout import APP_SCRIPT
 
 logger = logging.getLogger("localdev.stack")
 
@@ -39,7 +43,9 @@ class InstanceFailed(RuntimeError):
 
 
 class HostInstance:
-    """One ``python -m functions_local_host`` process; its output goes to ``log``."""
+    """One ``python -m functions_local_host`` process running ``app`` (its folder the working
+    directory, so the app imports its own packages) with ``python``; its output goes to
+    ``log``. It serves HTTP on ``http_port`` (0: any free port)."""
 
     def __init__(
         self,
@@ -49,17 +55,25 @@ class HostInstance:
         host_json: Path,
         log: Path,
         settings_file: Path,
+        app: Path = APP_SCRIPT,
+        python: str = sys.executable,
+        functions: Sequence[str] | None = None,
+        http_port: int = 0,
     ) -> None:
         self.number = number
         self.log = log
+        self.http_port = http_port
         self._environ = dict(environ)
+        self._cwd = app.parent
         self._command = [
-            sys.executable, "-m", "functions_local_host",
-            "--app", str(APP_SCRIPT),
+            python, "-m", "functions_local_host",
+            "--app", str(app),
             "--settings", str(settings_file),
             "--host-json", str(host_json),
-            "--port", "0",
+            "--port", str(http_port),
         ]  # fmt: skip
+        if functions:
+            self._command += ["--functions", *functions]
         self._process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -76,7 +90,7 @@ class HostInstance:
         with self.log.open("ab") as output:
             self._process = subprocess.Popen(
                 self._command,
-                cwd=REPO_ROOT,
+                cwd=self._cwd,
                 env=self._environ,
                 stdin=subprocess.DEVNULL,
                 stdout=output,

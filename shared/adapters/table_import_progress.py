@@ -12,16 +12,18 @@ Two kinds of entity share a session's partition:
   first row's own entity, inside the session's range of keys.
 
 Rows written before that layout have PartitionKey = the job alone (row entities only);
-``counts`` reads both."""
+``counts`` reads both, and counts a row recorded in both (before the upgrade, then again after
+it: a replay or a redelivery) once, with its latest outcome."""
 
 from __future__ import annotations
 
 import bisect
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
-from azure.data.tables import TableClient, UpdateMode
+from azure.data.tables import TableClient, TableEntity, UpdateMode
 
 from ..service_layer.ports import RowOutcome
 from .azure_errors import TABLE_STORAGE, translated
@@ -109,16 +111,24 @@ class TableImportProgress:
         return _counted(entities)
 
 
-_COUNTED_COLUMNS = ("PartitionKey", "session_id", "status", "step", "first_step", "last_step")
+_COUNTED_COLUMNS = (
+    "PartitionKey",
+    "session_id",
+    "status",
+    "step",
+    "first_step",
+    "last_step",
+    "Timestamp",
+)
 
 
-def _counted(entities: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """Rows by status, per session: a step's own entity's status when it has one, else
-    "imported" when any run covers it (the union of the runs, so overlapping runs count a
-    row once)."""
-    counts: Counter[str] = Counter()
+def _counted(entities: Iterable[TableEntity]) -> dict[str, int]:
+    """Rows by status, per session: a step's own entity's status when it has one (the latest
+    written, when both layouts hold one), else "imported" when any run covers it (the union
+    of the runs, so overlapping runs count a row once)."""
     runs: dict[Any, list[tuple[int, int]]] = {}
-    own_steps: dict[Any, set[int]] = {}
+    # (session, step) -> (when written, status): a row's latest own outcome in either layout
+    own: dict[tuple[Any, Any], tuple[datetime, str]] = {}
     for entity in entities:
         # A selected column an entity lacks comes back as None. A session's entities are
         # grouped by its id, in either layout (the legacy partition holds many sessions).
@@ -130,12 +140,21 @@ def _counted(entities: Iterable[dict[str, Any]]) -> dict[str, int]:
         if entity.get("first_step") is not None:
             runs.setdefault(session, []).append((entity["first_step"], entity["last_step"]))
             continue
-        counts[entity["status"]] += 1
-        if entity.get("step") is not None:
-            own_steps.setdefault(session, set()).add(entity["step"])
+        written = (entity.metadata.get("timestamp") or _EARLIEST, entity["status"])
+        row = (session, entity.get("step"))
+        if row not in own or own[row][0] < written[0]:
+            own[row] = written
+    counts = Counter(status for _, status in own.values())
+    own_steps: dict[Any, list[int]] = {}
+    for session, step in own:
+        if step is not None:
+            own_steps.setdefault(session, []).append(step)
     for session, intervals in runs.items():
         counts[IMPORTED] += _covered_without(intervals, sorted(own_steps.get(session, ())))
     return {status: count for status, count in counts.items() if count}
+
+
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
 
 
 def _covered_without(intervals: list[tuple[int, int]], steps: list[int]) -> int:

@@ -16,10 +16,10 @@ from ..domain.products import Product
 from .azure_errors import TABLE_STORAGE, translated
 from .table_batches import upsert_in_transactions
 from .table_keys import table_key
+from .table_product_move import LEGACY_ROW, ProductMove, move_legacy_products
 from .table_transactions import TableTransactions
 
 PARTITIONS = 8
-_LEGACY_ROW = "product"
 
 
 def partition_of(sku: str) -> str:
@@ -38,7 +38,8 @@ class TableProductCatalog:
     exact.
 
     Products written under the earlier layout (PartitionKey = the SKU, RowKey ``product``)
-    are still found, and ``move_legacy_products`` moves them (docs/deploy.md).
+    are still found, and ``move_legacy_products`` moves them (docs/deploy.md). A product's
+    columns are the same in both layouts; a moved one has ``MovedFrom`` besides.
 
     ``transactions``: what sends the transactions (``table_transactions``), the SDK without."""
 
@@ -52,7 +53,7 @@ class TableProductCatalog:
         found: dict[str, Product] = {}
         for sku in dict.fromkeys(skus):
             entity = self._read(partition_of(sku), table_key(sku)) or self._read(
-                table_key(sku), _LEGACY_ROW
+                table_key(sku), LEGACY_ROW
             )
             if entity is not None:
                 found[sku] = _product(entity)
@@ -74,18 +75,11 @@ class TableProductCatalog:
             upsert_in_transactions(self._table, entities, transactions=self._transactions)
 
     @translated(TABLE_STORAGE)
-    def move_legacy_products(self) -> int:
-        """Move the products written under the earlier layout to their partitions, each
-        written under its new keys before its old entity is deleted (run again after a crash:
-        it goes on where it stopped). Returns how many it moved."""
-        moved = 0
-        legacy = list(self._table.query_entities("RowKey eq @row", parameters={"row": _LEGACY_ROW}))
-        for entity in legacy:
-            product = _product(entity)
-            self._table.upsert_entity(_entity(product), mode=UpdateMode.REPLACE)
-            self._table.delete_entity(entity["PartitionKey"], entity["RowKey"])
-            moved += 1
-        return moved
+    def move_legacy_products(self) -> ProductMove:
+        """Move the products written under the earlier layout to their partitions, never
+        over a newer write of them (``table_product_move``); run again after an interruption
+        or a skip, it goes on where it stopped."""
+        return move_legacy_products(self._table, lambda sku: (partition_of(sku), table_key(sku)))
 
     def _read(self, partition: str, row: str) -> dict[str, Any] | None:
         try:

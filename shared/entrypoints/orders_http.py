@@ -40,6 +40,7 @@ def submit_order_http(req: func.HttpRequest) -> func.HttpResponse:
         acceptance=c.order_progress,
         idempotency_key=key,
         requests=c.idempotent_requests,
+        started=lambda job_id: c.order_progress.find(job_id) is not None,
     )
     logger.info("Accepted order job=%s session=%s", order.job_id, order.session_id)
     return json_response(

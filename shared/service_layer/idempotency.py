@@ -7,7 +7,8 @@ its lease ends); when it fails the record is deleted, so the key can be tried ag
 insert is the lock: of concurrent requests with one key exactly one runs, the others are
 refused with ``IdempotencyKeyInFlight`` (409). A record left in flight longer than ``lease``
 (its request died) is taken over by the next request with the key, conditionally on its ETag,
-so again exactly one runs.
+so again exactly one runs; the request that takes it over runs ``resume`` when given (what to
+do when the action may have run in part).
 """
 
 from __future__ import annotations
@@ -44,11 +45,20 @@ class IdempotentRequests:
         self._lease = lease
         self._clock = clock
 
-    def run(self, scope: str, key: str, fingerprint: str, action: Callable[[], Result]) -> Result:
+    def run(
+        self,
+        scope: str,
+        key: str,
+        fingerprint: str,
+        action: Callable[[], Result],
+        *,
+        resume: Callable[[], Result] | None = None,
+    ) -> Result:
         """``action()``'s result, or the stored result of the first request with ``key`` in
-        ``scope``. Raises ``IdempotencyKeyReused`` (another fingerprint) or
-        ``IdempotencyKeyInFlight``; whatever ``action`` raises is raised after the key is
-        released."""
+        ``scope``; ``resume()``'s in place of ``action()``'s when the key's record is taken
+        over from a request that died in flight. Raises ``IdempotencyKeyReused`` (another
+        fingerprint) or ``IdempotencyKeyInFlight``; whatever the action raises is raised after
+        the key is released."""
         now = self._clock()
         mine = IdempotencyRecord(fingerprint=fingerprint, started_at=now.isoformat())
         created, record = self._records.start(scope, key, mine)
@@ -64,6 +74,7 @@ class IdempotentRequests:
                 raise IdempotencyKeyInFlight(key, record.started_at)
             logger.warning("Took over %s key %r, in flight since %s", scope, key, record.started_at)
             record = taken
+            action = resume or action
         try:
             result = action()
         except BaseException:

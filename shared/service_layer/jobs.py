@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from ..domain.errors import PipelineError, SendUnconfirmed
 from ..domain.idempotency import fingerprint
+from ..domain.pipelines import PURCHASE
 from ..domain.session_outcomes import (
     ACCEPTED,
     JobNotFound,
@@ -29,6 +30,31 @@ logger = logging.getLogger(__name__)
 
 # Fixed namespace: the same pipeline and Idempotency-Key always yield the same job id.
 _JOB_NAMESPACE = uuid.UUID("0b6f3c1e-2f4e-4d8e-9a57-7d1f2b8c4e90")
+# A purchase's job id as earlier releases derived it: from the key alone, in a namespace of
+# its own.
+_EARLIER_PURCHASE_NAMESPACE = uuid.UUID("6f1c6f55-6a55-4f1e-9d55-3c3f0d5c2a11")
+
+
+def job_ids(pipeline: Pipeline, idempotency_key: str) -> tuple[str, ...]:
+    """The ids a job of ``pipeline`` started with ``idempotency_key`` has had: the one it gets
+    now first, then those earlier releases gave it (docs/deploy.md, "Stored shapes")."""
+    now = str(uuid.uuid5(_JOB_NAMESPACE, f"{pipeline.name}:{idempotency_key}"))
+    if pipeline.name == PURCHASE:
+        return (now, str(uuid.uuid5(_EARLIER_PURCHASE_NAMESPACE, idempotency_key)))
+    return (now,)
+
+
+def resumed_job_id(
+    pipeline: Pipeline, idempotency_key: str, started: Callable[[str], bool] | None
+) -> str:
+    """The id for a job whose first request with ``idempotency_key`` died in flight, under
+    this release or an earlier one: the first of ``job_ids`` that ``started`` says a job was
+    started with, else the one of now. Its messages then get the ids the first request's
+    had, and Service Bus duplicate detection drops them if they were sent."""
+    ids = job_ids(pipeline, idempotency_key)
+    if started is not None:
+        return next((job_id for job_id in ids if started(job_id)), ids[0])
+    return ids[0]
 
 
 @dataclass(frozen=True)
@@ -81,6 +107,7 @@ def start_job(
     acceptance: Acceptance | None = None,
     idempotency_key: str | None = None,
     requests: IdempotentRequests | None = None,
+    started: Callable[[str], bool] | None = None,
     clock: Clock = utc_now,
 ) -> StartedJob:
     """Check the payload with the pipeline's ``check_payload`` (``InvalidInput`` naming the
@@ -97,7 +124,9 @@ def start_job(
     the key is scoped to the pipeline's route (the endpoint it was sent to), a repeat with the
     same payload gets the first result without sending anything, the key with another payload
     is refused (``IdempotencyKeyReused``) and a repeat while the first is in flight is refused
-    (``IdempotencyKeyInFlight``)."""
+    (``IdempotencyKeyInFlight``). A repeat that takes the key over from a first request that
+    died in flight starts the job under the id ``resumed_job_id`` finds with ``started``
+    (whether a job was started with an id), which may be an earlier release's."""
     checked = pipeline.check_payload(document)
     payload = checked if isinstance(checked, Mapping) else document
 
@@ -118,12 +147,17 @@ def start_job(
 
     if not idempotency_key:
         return start(str(uuid.uuid4()))
-    job_id = str(uuid.uuid5(_JOB_NAMESPACE, f"{pipeline.name}:{idempotency_key}"))
+    key = idempotency_key
+    job_id = job_ids(pipeline, key)[0]
     if requests is None:
         return start(job_id)
     scope = pipeline.route or pipeline.name
     result = requests.run(
-        scope, idempotency_key, fingerprint(payload), lambda: asdict(start(job_id))
+        scope,
+        key,
+        fingerprint(payload),
+        lambda: asdict(start(job_id)),
+        resume=lambda: asdict(start(resumed_job_id(pipeline, key, started))),
     )
     return StartedJob(
         result["job_id"], result["session_id"], result["queue_name"], tuple(result["tasks"])

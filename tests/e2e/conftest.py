@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from email.message import EmailMessage
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,10 +56,11 @@ E2E_SETTINGS = {
 }
 
 
-def e2e_host_json() -> dict[str, Any]:
-    """host.json with a lower session limit (so the tests can see it hold), sessions let go
-    after 1 idle second, and storage queues polled every half second."""
-    document = dict(json.loads(HOST_JSON.read_text()))
+def e2e_host_json(path: Path = HOST_JSON) -> dict[str, Any]:
+    """host.json (``path``: another checkout's) with a lower session limit (so the tests can
+    see it hold), sessions let go after 1 idle second, and storage queues polled every half
+    second."""
+    document = dict(json.loads(path.read_text()))
     service_bus = document["extensions"]["serviceBus"]
     service_bus["maxConcurrentSessions"] = MAX_CONCURRENT_SESSIONS
     service_bus["sessionIdleTimeout"] = "00:00:01"

@@ -14,6 +14,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.adapters.table_import_progress import TableImportProgress
 from shared.adapters.table_products import TableProductCatalog
+from shared.domain.import_jobs import JobManifest, import_job_status
 from shared.domain.pipelines import PRODUCT_IMPORT, import_message
 from shared.service_layer.import_tasks import import_tasks
 from shared.service_layer.observers import import_progress_observer
@@ -274,3 +275,35 @@ def _told(step: int) -> Told:
         message.to_json(), SESSION, application_properties=message.application_properties()
     )
     return (incoming, message, Outcome.COMPLETED, None)
+
+
+def _recorded_before_the_upgrade(
+    table: TableClient, job: str, session: str, step: int, status: str
+) -> None:
+    """A row's outcome as the release before a partition per session wrote it."""
+    table.upsert_entity(
+        {"PartitionKey": job, "RowKey": f"{session}~~{step:>09}", "status": status,
+         "session_id": session, "step": step}
+    )  # fmt: skip
+
+
+def test_a_row_recorded_before_the_upgrade_and_again_after_it_counts_once(
+    table: TableClient,
+) -> None:
+    # Given a job of 3 rows in one session: before the upgrade row 1 was imported and row 2
+    # failed; after it, row 2 was replayed and imported, and row 1 redelivered; row 3 never ran
+    job, session = "job-u", "job-u-0000"
+    _recorded_before_the_upgrade(table, job, session, 1, "imported")
+    _recorded_before_the_upgrade(table, job, session, 2, "failed")
+    progress = TableImportProgress(table)
+    progress.record(job, session, 2, status="imported", reason=None)
+    progress.record_many([RowOutcome(job, session, 1, "imported")])
+
+    # When the job's status is read
+    manifest = JobManifest(job, "product-import-tasks", 3, 0, 3, {session: 3})
+    status = import_job_status(job, manifest, progress.counts(job))
+
+    # Then each row counts once, with its latest outcome: row 3 is pending
+    assert (status.rows_imported, status.rows_failed, status.rows_pending) == (2, 0, 1)
+    assert status.status == "importing"
+    assert progress.counts(job, session_id=session) == {"imported": 2}

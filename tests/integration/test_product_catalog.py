@@ -60,8 +60,8 @@ def test_products_of_the_earlier_layout_are_found_and_moved(table: TableClient) 
     catalog.upsert(product("NEW-1"))
 
     assert set(catalog.find(["OLD.1", "NEW-1", "NONE"])) == {"OLD.1", "NEW-1"}
-    assert catalog.move_legacy_products() == 1
-    assert catalog.move_legacy_products() == 0
+    assert catalog.move_legacy_products().moved == ("OLD.1",)
+    assert catalog.move_legacy_products().moved == ()
     rows = {(e["PartitionKey"], e["RowKey"]) for e in table.list_entities()}
     assert rows == {
         (partition_of("OLD.1"), table_key("OLD.1")),

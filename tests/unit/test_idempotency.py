@@ -148,8 +148,14 @@ def test_a_request_that_died_in_flight_is_taken_over_after_the_lease(
         requests.run("orders", "k", fingerprint({"a": 1}), lambda: {"ok": 1})
 
     clock.now = T0 + LEASE
-    assert requests.run("orders", "k", fingerprint({"a": 1}), lambda: {"ok": 2}) == {"ok": 2}
-    assert requests.run("orders", "k", fingerprint({"a": 1}), lambda: {"ok": 3}) == {"ok": 2}
+    taken_over = requests.run(
+        "orders", "k", fingerprint({"a": 1}), lambda: {"ok": 2}, resume=lambda: {"resumed": 2}
+    )
+    assert taken_over == {"resumed": 2}  # what to do when the first may have run in part
+    assert requests.run("orders", "k", fingerprint({"a": 1}), lambda: {"ok": 3}) == taken_over
+    # A first request runs its action, not what resumes another's
+    first = requests.run("orders", "k2", fingerprint({}), lambda: {"ok": 4}, resume=dict)
+    assert first == {"ok": 4}
 
 
 def test_of_two_requests_taking_over_one_stale_key_exactly_one_runs(

@@ -4,15 +4,23 @@ order as one session, the job accepted until the processor records how its sessi
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from shared.domain.errors import InvalidInput
 from shared.domain.idempotency import IdempotencyKeyReused
+from shared.domain.pipelines import PURCHASE
 from shared.domain.session_outcomes import JobNotFound, SessionOutcome
 from shared.service_layer.idempotency import IdempotentRequests
-from shared.service_layer.jobs import SessionAcceptance, get_job, start_job
+from shared.service_layer.jobs import (
+    SessionAcceptance,
+    get_job,
+    job_ids,
+    resumed_job_id,
+    start_job,
+)
 from shared.service_layer.pipelines import registry
 from tests.fakes import InMemoryIdempotencyRecords, InMemorySessionOutcomes, InMemoryTaskSender
 
@@ -87,3 +95,20 @@ def test_a_repeated_idempotency_key_is_the_same_job_sent_once() -> None:
 def test_a_job_nothing_was_recorded_of_is_not_found() -> None:
     with pytest.raises(JobNotFound):
         get_job(ONBOARDING, InMemorySessionOutcomes(), "never-started")
+
+
+def test_job_ids_are_derived_as_every_release_derived_them() -> None:
+    # The releases' namespaces, written out: a change to either is a change to a stored shape
+    # (docs/deploy.md, "Stored shapes")
+    now = uuid.UUID("0b6f3c1e-2f4e-4d8e-9a57-7d1f2b8c4e90")
+    earlier_purchases = uuid.UUID("6f1c6f55-6a55-4f1e-9d55-3c3f0d5c2a11")
+    purchase = registry().get(PURCHASE)
+
+    assert job_ids(purchase, "k-1") == (
+        str(uuid.uuid5(now, "purchase:k-1")),
+        str(uuid.uuid5(earlier_purchases, "k-1")),
+    )
+    assert job_ids(ONBOARDING, "k-1") == (str(uuid.uuid5(now, "onboarding:k-1")),)
+    earlier = job_ids(purchase, "k-1")[1]
+    assert resumed_job_id(purchase, "k-1", lambda job_id: job_id == earlier) == earlier
+    assert resumed_job_id(purchase, "k-1", lambda job_id: False) == job_ids(purchase, "k-1")[0]
