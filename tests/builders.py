@@ -21,6 +21,8 @@ APP_SETTINGS = {
     "ServiceBusConnection": "Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=v;"
     "UseDevelopmentEmulator=true;",
     "AzureWebJobsStorage": "UseDevelopmentStorage=true",
+    # Where the API's URLs start, as make up sets it (never the request's Host header).
+    "PUBLIC_BASE_URL": "http://localhost:7071",
     # The local emulator has nothing in flight: an archive run need not wait 2 s per queue for
     # stragglers before it takes a dead-letter sub-queue for empty.
     "DLQ_ARCHIVE_RECEIVE_WAIT_SECONDS": "0.5",

@@ -32,6 +32,7 @@ from .table_audit import AUDIT_TABLE
 from .table_confirmations import CONFIRMATIONS_TABLE
 from .table_import_manifests import IMPORT_JOBS_TABLE
 from .table_session_outcomes import SESSION_OUTCOMES_TABLE
+from .table_timer_runs import TIMER_RUNS_TABLE
 from .table_transactions import TableTransactions
 
 PRODUCTS_TABLE = "products"
@@ -61,6 +62,7 @@ APP_TABLES = (
     AUDIT_TABLE,
     CONFIRMATIONS_TABLE,
     SESSION_OUTCOMES_TABLE,
+    TIMER_RUNS_TABLE,
 )
 APP_CONTAINERS = (RECEIPTS_CONTAINER, DEAD_LETTER_BODIES_CONTAINER)
 

@@ -35,7 +35,13 @@ if TYPE_CHECKING:
 
     from ..adapters.servicebus_sender import SenderPool
     from ..adapters.table_transactions import TableTransactions
-    from ..service_layer.operator_ports import AuditTrail, Confirmations, DeadLetterCounter
+    from ..service_layer.operator_ports import (
+        AuditTrail,
+        Confirmations,
+        DeadLetterCounter,
+        RetentionStore,
+        TimerRuns,
+    )
     from ..service_layer.ports import (
         Archive,
         DeadLetterSource,
@@ -157,6 +163,8 @@ class Container:
             c.order_progress,
             c.import_manifests,
             c.import_progress,
+            runs=c.timer_runs,
+            rules=c.settings.alerts,
         )
     )
     replay_progress: Part[Progress] = Part(lambda c: Progress(c.session_outcomes))
@@ -214,6 +222,11 @@ class Container:
     confirmations: Part[Confirmations] = Part(lambda c: adapters.confirmations(c._table_service))
     dead_letter_counter: Part[DeadLetterCounter] = Part(
         lambda c: adapters.dead_letter_counter(c._service_bus)
+    )
+    # What the timers' runs left behind (the overview's alerts), and the purge's deletes.
+    timer_runs: Part[TimerRuns] = Part(lambda c: adapters.timer_runs(c._table_service))
+    retention: Part[RetentionStore] = Part(
+        lambda c: adapters.retention(c._table_service, c._blob_service)
     )
     # Clients, one of each per container.
     _service_bus: Part[ServiceBusClient] = Part(

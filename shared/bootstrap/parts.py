@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from ..adapters.table_order_progress import TableOrderProgress
     from ..adapters.table_products import TableProductCatalog
     from ..adapters.table_replay_requests import TableReplayRequests
+    from ..adapters.table_retention import TableRetention
     from ..adapters.table_session_outcomes import TableSessionOutcomes
+    from ..adapters.table_timer_runs import TableTimerRuns
     from ..adapters.table_transactions import TableTransactions
     from ..config import ServiceBusConnectionSettings, Settings, StorageConnectionSettings
 
@@ -248,6 +250,22 @@ def confirmations(tables: TableServiceClient) -> TableConfirmations:
     from ..adapters.table_confirmations import CONFIRMATIONS_TABLE, TableConfirmations
 
     return TableConfirmations(tables.get_table_client(CONFIRMATIONS_TABLE))
+
+
+def timer_runs(tables: TableServiceClient) -> TableTimerRuns:
+    from ..adapters.table_timer_runs import TIMER_RUNS_TABLE, TableTimerRuns
+
+    return TableTimerRuns(tables.get_table_client(TIMER_RUNS_TABLE))
+
+
+def retention(tables: TableServiceClient, blobs: BlobServiceClient) -> TableRetention:
+    from ..adapters.azure_clients import APP_CONTAINERS, APP_TABLES
+    from ..adapters.table_retention import TableRetention
+
+    return TableRetention(
+        {name: tables.get_table_client(name) for name in APP_TABLES},
+        {name: blobs.get_container_client(name) for name in APP_CONTAINERS},
+    )
 
 
 def dead_letter_counter(client: ServiceBusClient) -> ServiceBusDeadLetterCounter:

@@ -1,6 +1,7 @@
 """The console's front page in one read: orders in flight and completed, import jobs still
 running, failed sessions by group, how many were replayed or resolved, each declared pipeline
-with its queue, its failed sessions and its dead letters still waiting for the archive timer."""
+with its queue, its failed sessions and its dead letters still waiting for the archive timer,
+and the alert conditions that hold now (``alerts``)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,19 @@ import functools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
+from ..domain.alerts import Alert, AlertRules
 from ..domain.archive import FAILED, REPLAYED, RESOLVED
 from ..domain.import_jobs import ImportJobStatus, import_job_status
 from ..domain.order_status import OrderRecord, order_status
 from ..domain.pipelines import PURCHASE_TASKS
+from ..domain.retention import iso
+from .alerts import ARCHIVE_TIMER, current_alerts
+from .clock import utc_now
 from .failed_sessions import FailureGroup, group_by_status
-from .operator_ports import DeadLetterCounter
+from .operator_ports import DeadLetterCounter, TimerRuns
 from .ports import DeadLetterArchive, ImportManifests, ImportProgress, OrderProgress
 
 WAITING_COUNT_MAX = 1000  # past this the page says "1000+": counting costs a peek per 250
@@ -49,6 +55,7 @@ class Overview:
     resolved: int
     waiting: dict[str, int]  # queue -> dead letters not archived yet (at most WAITING_COUNT_MAX)
     pipelines: list[PipelineCounts]  # each declared pipeline, in the registry's order
+    alerts: list[Alert] = field(default_factory=list)  # the conditions that hold now
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,8 @@ class Sources:
     orders: OrderProgress
     manifests: ImportManifests
     imports: ImportProgress
+    runs: TimerRuns | None = None  # the archive timer's runs, for the alerts
+    rules: AlertRules = field(default_factory=AlertRules)
 
 
 def overview(
@@ -73,7 +82,11 @@ def overview(
     A read that fails fails the overview with its error."""
     declared = dict(pipelines or {})
     counted = list(dict.fromkeys([*queues, *declared.values()]))
-    with ThreadPoolExecutor(max_workers=3 + len(counted), thread_name_prefix="overview") as pool:
+    now = utc_now()
+    window = timedelta(minutes=sources.rules.failed_sessions_window_minutes)
+    with ThreadPoolExecutor(max_workers=5 + len(counted), thread_name_prefix="overview") as pool:
+        recent = pool.submit(sources.archive.count_failed_since, iso(now - window))
+        archive_run = pool.submit(sources.runs.find, ARCHIVE_TIMER) if sources.runs else None
         orders = pool.submit(count_orders, sources.orders)
         imports = pool.submit(imports_in_progress, sources.manifests, sources.imports)
         by_status = pool.submit(group_by_status, sources.archive)
@@ -83,7 +96,7 @@ def overview(
         groups = by_status.result()
         failed = groups.get(FAILED, [])
         waiting = {q: count.result() for q, count in waiting_of.items()}
-        return Overview(
+        result = Overview(
             orders=orders.result(),
             imports=imports.result(),
             groups=failed,
@@ -101,6 +114,16 @@ def overview(
                 for name, queue in declared.items()
             ],
         )
+        alerts = current_alerts(
+            sources.rules,
+            now=now,
+            waiting=waiting,
+            archive_run=archive_run.result() if archive_run else None,
+            failed_recently=recent.result(),
+            pipelines=declared,
+            paused={c.pipeline: getattr(c, "paused", None) for c in result.pipelines},
+        )
+        return replace(result, alerts=alerts)
 
 
 def _sessions(groups: dict[str, list[FailureGroup]], status: str) -> int:

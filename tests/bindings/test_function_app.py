@@ -46,6 +46,9 @@ HTTP_ROUTES = {
     "preview_bulk": ("api/bulk-previews", ["POST"]),
     "confirm_bulk": ("api/bulk-actions", ["POST"]),
     "get_overview": ("api/overview", ["GET"]),
+    "export_failed_sessions_csv": ("api/exports/failed-sessions", ["GET"]),
+    "get_audit": ("api/audit", ["GET"]),
+    "export_audit_csv": ("api/exports/audit", ["GET"]),
 }
 
 
@@ -67,6 +70,9 @@ CONSOLE_ROUTES = {
     "console_bulk_progress": ("console/bulk/{request_id}", ["GET"]),
     "console_order": ("console/orders", ["GET"]),
     "console_import": ("console/imports/{job_id}", ["GET"]),
+    "console_audit": ("console/audit", ["GET"]),
+    "console_export_audit": ("console/exports/audit", ["GET"]),
+    "console_export_sessions": ("console/exports/failed-sessions", ["GET"]),
 }
 
 
@@ -92,6 +98,7 @@ def test_the_app_has_every_blueprint_registered() -> None:
         "product_import_tasks",
         *(name for p in registry() for name in p.function_names),
         "archive_dead_letters",
+        "purge_expired_records",
         "replay_requests",
     }
 
@@ -190,6 +197,13 @@ def test_the_console_routes_are_anonymous_to_the_host_and_live_under_console() -
         assert trigger["type"] == "httpTrigger", name
         assert (trigger["route"], sorted(trigger["methods"])) == (route, methods), name
         assert trigger["authLevel"] == func.AuthLevel.ANONYMOUS.name, name
+
+
+def test_the_purge_timer_runs_on_a_schedule_setting() -> None:
+    trigger = _trigger("purge_expired_records")
+    assert trigger["type"] == "timerTrigger"
+    assert trigger["schedule"] == "%PURGE_SCHEDULE%"
+    assert trigger["useMonitor"] is True
 
 
 def test_the_archive_timer_runs_on_a_schedule_setting() -> None:

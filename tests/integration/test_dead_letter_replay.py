@@ -45,11 +45,10 @@ from shared.domain.envelope import TaskMessage, parse_task_message
 from shared.domain.pipelines import IMPORT_PRODUCT, PRODUCT_IMPORT, PURCHASE, import_message
 from shared.domain.products import Product
 from shared.domain.session_state import decode_session_state
+from shared.entrypoints.bulk_http import get_replay, request_replay
 from shared.entrypoints.failed_sessions_http import (
     get_failed_session,
-    get_replay,
     replay_failed_session,
-    request_replay,
 )
 from shared.entrypoints.imports_http import get_import
 from shared.entrypoints.replay_queue import replay_requests
