@@ -48,4 +48,5 @@ def overview_view(overview: Overview) -> dict[str, Any]:
         "dead_letters_waiting": overview.waiting,
         "pipelines": [asdict(counts) for counts in overview.pipelines],
         "failure_groups": [asdict(group) for group in overview.groups],
+        "alerts": [asdict(alert) for alert in overview.alerts],
     }

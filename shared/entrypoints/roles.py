@@ -55,8 +55,10 @@ def requires(role: Role) -> Callable[[F], F]:
 
 
 def required_role(function: Callable[..., Any]) -> Role | None:
-    """The role ``function`` (or anything it wraps) declares, else None."""
-    current: Any = function
+    """The role ``function`` (or anything it wraps, or the function a blueprint's route was
+    built from) declares, else None."""
+    built = getattr(function, "_function", None)  # azure.functions' FunctionBuilder
+    current: Any = built.get_user_function() if built is not None else function
     while current is not None:
         role = getattr(current, REQUIRED_ROLE, None)
         if isinstance(role, Role):

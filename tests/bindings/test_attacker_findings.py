@@ -22,7 +22,7 @@ import azure.functions as func
 import pytest
 
 from shared.domain.audit import key_holder
-from shared.domain.roles import key_digest
+from shared.domain.roles import Role, key_digest
 from shared.entrypoints.bulk_http import request_replay
 from shared.entrypoints.failed_sessions_http import (
     edit_and_replay_session,
@@ -200,7 +200,7 @@ OPS_KEY = "an-operators-key"
 @pytest.mark.integration
 def test_a_replay_by_filter_is_audited_under_its_caller_and_role(storage_app: StorageApp) -> None:
     access = storage_app.container.settings.console
-    operator = dataclasses.replace(access, key_roles={key_digest(OPS_KEY): access.default_key_role})
+    operator = dataclasses.replace(access, key_roles={key_digest(OPS_KEY): Role.EDITOR})
     storage_app.container.override(
         settings=dataclasses.replace(storage_app.container.settings, console=operator)
     )
