@@ -12,9 +12,10 @@ from function_app import app
 from shared.service_layer.pipelines import registry
 
 # get_functions() indexes the app, and indexing twice fails on "duplicate" names: once here.
-FUNCTIONS = {
-    str(f.get_function_name()): json.loads(f.get_function_json()) for f in app.get_functions()
-}
+INDEXED = app.get_functions()
+FUNCTIONS = {str(f.get_function_name()): json.loads(f.get_function_json()) for f in INDEXED}
+# Each function's Python function, as the worker calls it.
+USER_FUNCTIONS = {str(f.get_function_name()): f.get_user_function() for f in INDEXED}
 
 
 def _functions() -> dict[str, dict[str, Any]]:

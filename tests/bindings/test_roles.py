@@ -9,7 +9,9 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -39,6 +41,7 @@ from tests.builders import order_document
 
 from .conftest import StorageApp
 from .test_dead_letters import failed_session, run_timer
+from .test_function_app import FUNCTIONS, USER_FUNCTIONS
 
 pytestmark = pytest.mark.integration
 
@@ -348,3 +351,49 @@ def test_the_routes_declare_the_roles_these_tests_expect() -> None:
         (console_edit, Role.EDITOR),
     ):
         assert required_role(function) == role
+
+
+# -- docs/console.md's table of roles -------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "console.md"
+# Routes of other modules that join the table when they are merged (docs/console.md lists them).
+DOCUMENTED_AHEAD = {
+    "POST /api/pipelines/{pipeline}/pause",
+    "POST /api/pipelines/{pipeline}/resume",
+}
+
+
+def effective_roles() -> dict[str, str]:
+    """Every HTTP route of the app, "<METHODS> /<route>", with the role it needs: the one it
+    declares, else for a console view Reader to read and Operator to act, else (the business
+    routes: orders, imports, pipelines' jobs) any function key."""
+    found = {}
+    for name, function in USER_FUNCTIONS.items():
+        [trigger] = [b for b in FUNCTIONS[name]["bindings"] if b["type"].endswith("Trigger")]
+        if trigger["type"] != "httpTrigger":
+            continue
+        route = f"{', '.join(sorted(trigger['methods']))} /{trigger['route']}"
+        declared = required_role(function)
+        if declared is not None:
+            found[route] = declared.label
+        elif name in ("console_sign_in", "console_static"):
+            found[route] = "anyone"
+        elif name == "console_sign_out":
+            found[route] = "any role"
+        elif trigger["authLevel"] == "ANONYMOUS":
+            found[route] = "Reader" if trigger["methods"] == ["GET"] else "Operator"
+        else:
+            found[route] = "any function key"
+    return found
+
+
+def documented_roles() -> dict[str, str]:
+    section = DOCS.read_text().split("\n## Roles\n", 1)[1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^\| `([A-Z, ]+ /[^`]+)` \| ([A-Za-z ]+) \|", section, re.M))
+
+
+def test_docs_console_md_lists_the_role_of_every_route() -> None:
+    documented = documented_roles()
+    assert {r: documented.get(r) for r in effective_roles()} == effective_roles()
+    assert set(documented) - set(effective_roles()) <= DOCUMENTED_AHEAD
+    assert all(documented[r] == "Operator" for r in DOCUMENTED_AHEAD)
