@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from .domain.alerts import AlertRules
 from .domain.errors import PipelineError
 from .domain.retention import Lifetimes
-from .domain.roles import Role, key_digest, role_named
+from .domain.roles import ConsoleAccessSettings, Role, role_named
 from .service_layer.pipelines import registry
 
 SERVICE_BUS_CONNECTION = "ServiceBusConnection"
@@ -55,33 +55,6 @@ class StorageConnectionSettings:
 
 
 @dataclass(frozen=True)
-class ConsoleAccessSettings:
-    """Who may use the operator console and the operator API, and with which role
-    (``shared.domain.roles``). The console: in Azure, whoever App Service Authentication signed
-    in (``easy_auth``), with the app role their sign-in carries; locally, whoever presents one of
-    the host's function ``keys`` or a key ``key_roles`` names. An API caller: by the function key
-    the host admitted. A key's role: ``key_roles`` (SHA-256 hex digest -> role), else
-    ``default_key_role`` (None: no role)."""
-
-    keys: frozenset[str] = frozenset()
-    easy_auth: bool = False
-    key_roles: Mapping[str, Role] = field(default_factory=dict)
-    default_key_role: Role | None = Role.EDITOR
-
-    def role_of_key(self, key: str, *, admitted: bool = False) -> Role | None:
-        """The role of ``key``; ``admitted``: the host checked the key already (an API
-        request), so a key it accepted but ``key_roles`` does not name gets the default."""
-        named = self.key_roles.get(key_digest(key))
-        if named is not None:
-            return named
-        return self.default_key_role if admitted or key in self.keys else None
-
-    def knows(self, key: str) -> bool:
-        """Whether the console may let ``key`` in locally: a host key or a listed key."""
-        return key in self.keys or key_digest(key) in self.key_roles
-
-
-@dataclass(frozen=True)
 class Settings:
     # pipeline name -> its session queue, from each declared pipeline's queue setting
     queues: Mapping[str, str]
@@ -109,7 +82,7 @@ class Settings:
     replay_max_dequeue_count: int
     # 0: gapless order numbers from one counter; N: blocks of N reserved per instance.
     order_number_block_size: int = 0
-    console: ConsoleAccessSettings = ConsoleAccessSettings()
+    console: ConsoleAccessSettings = field(default_factory=ConsoleAccessSettings)
     # Where the API's absolute URLs start (``https://<app>.azurewebsites.net``); None: the
     # API answers with paths alone. Never taken from a request's Host header.
     public_base_url: str | None = None

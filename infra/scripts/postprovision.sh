@@ -37,7 +37,7 @@ cat > local.settings.json <<JSON
     "PUBLIC_BASE_URL": "",
     "KEY_ROLES": "",
     "DEFAULT_KEY_ROLE": "Editor",
-    "PURGE_SCHEDULE": "0 30 3 * * *",
+    "PURGE_SCHEDULE": "0 */5 * * * *",
     "PURGE_MAX_SECONDS": "240",
     "RETENTION_IDEMPOTENCY_KEYS_DAYS": "7",
     "RETENTION_CONFIRMATIONS_DAYS": "1",

@@ -12,8 +12,10 @@ batches (two sessions, two jobs) the purge stops once ``time.monotonic()`` passe
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -54,6 +56,7 @@ from .table_order_progress import order_record
 from .table_session_outcomes import SESSION_OUTCOMES_TABLE
 
 BLOB_BATCH_MAX = 256
+PARALLEL_JOBS = 8  # jobs purged at a time
 _KEYS = ["PartitionKey", "RowKey"]
 Key = tuple[str, str]
 
@@ -157,28 +160,48 @@ class TableRetention:
         self, before: str, keep: Keep, until: float, deleted: _Counts, seen: set[str]
     ) -> bool:
         """Orders that completed or failed, their last step before ``before``: the charge,
-        the receipt, the order number's allocation, the outcomes, then the progress."""
+        the receipt, the order number's allocation, the outcomes, then the progress. The
+        orders with a step recorded before ``before`` are found first (only their keys are
+        read), then each one's rows; ``PARALLEL_JOBS`` orders are purged at a time."""
         progress = self._tables[ORDER_PROGRESS_TABLE]
-        for partition, rows in _partitions(progress.query_entities("PartitionKey ne ''")):
+        old = progress.query_entities(
+            "at lt @before", parameters={"before": before}, select=["PartitionKey"]
+        )
+        expired = []
+        for partition in dict.fromkeys(str(e["PartitionKey"]) for e in old):
             seen.add(partition)
-            record = order_record(partition, rows)
+            rows = list(
+                progress.query_entities("PartitionKey eq @pk", parameters={"pk": partition})
+            )
+            if not rows:
+                continue
+            record = order_record(partition, sorted(rows, key=lambda r: str(r["RowKey"])))
             status = order_status(
                 record, PURCHASE_TASKS, order_number=None, charged=None, failure=None, claim=None
             ).status
             last = max(str(row.get("at") or "") for row in rows)
             if (
-                status not in ("completed", "failed")
-                or last >= before
-                or record.job_id in keep.jobs
+                status in ("completed", "failed")
+                and last < before
+                and record.job_id not in keep.jobs
             ):
-                continue
-            if self._monotonic() >= until:
-                return False
-            self._purge_order(record.job_id, partition, rows, keep, deleted)
+                expired.append((record.job_id, partition, rows))
+        return self._each(
+            expired, lambda order: self._purge_order(*order, keep=keep, deleted=deleted), until
+        )
+
+    def _each(self, items: list[Any], purge: Callable[[Any], None], until: float) -> bool:
+        """``purge`` each item, ``PARALLEL_JOBS`` at a time (each is a few requests to other
+        partitions, mostly waiting); False when ``until`` passed before the last."""
+        with ThreadPoolExecutor(PARALLEL_JOBS, thread_name_prefix="purge") as pool:
+            for start in range(0, len(items), PARALLEL_JOBS):
+                if self._monotonic() >= until:
+                    return False
+                list(pool.map(purge, items[start : start + PARALLEL_JOBS]))
         return True
 
     def _purge_order(
-        self, job_id: str, partition: str, rows: list[Any], keep: Keep, deleted: _Counts
+        self, job_id: str, partition: str, rows: list[Any], *, keep: Keep, deleted: _Counts
     ) -> None:
         numbers = self._tables[ORDER_NUMBERS_TABLE]
         allocations = [
@@ -241,19 +264,32 @@ class TableRetention:
     ) -> bool:
         """Jobs of the other pipelines: every session ended, the last before ``before``."""
         outcomes = self._tables[SESSION_OUTCOMES_TABLE]
-        found = outcomes.query_entities(
-            "PartitionKey ne ''", select=["PartitionKey", "RowKey", "job_id", "status", "at"]
+        old = outcomes.query_entities(
+            "at lt @before", parameters={"before": before}, select=["PartitionKey"]
         )
-        for partition, rows in _partitions(found):
-            if partition in seen or any(r.get("job_id") in keep.jobs for r in rows):
+        expired = []
+        for partition in dict.fromkeys(str(e["PartitionKey"]) for e in old):
+            if partition in seen:
+                continue
+            rows = list(
+                outcomes.query_entities(
+                    "PartitionKey eq @pk",
+                    parameters={"pk": partition},
+                    select=["PartitionKey", "RowKey", "job_id", "status", "at"],
+                )
+            )
+            if not rows or any(r.get("job_id") in keep.jobs for r in rows):
                 continue
             ended = all(r.get("status") in ("completed", "failed") for r in rows)
-            if not ended or max(str(r.get("at") or "") for r in rows) >= before:
-                continue
-            if self._monotonic() >= until:
-                return False
-            deleted.add(SESSION_OUTCOMES_TABLE, self._delete_rows(outcomes, map(_key, rows))[0])
-        return True
+            if ended and max(str(r.get("at") or "") for r in rows) < before:
+                expired.append(rows)
+        return self._each(
+            expired,
+            lambda rows: deleted.add(
+                SESSION_OUTCOMES_TABLE, self._delete_rows(outcomes, map(_key, rows))[0]
+            ),
+            until,
+        )
 
     # -- deletes ----------------------------------------------------------------------------------
 
@@ -339,20 +375,6 @@ def _delete_batch(table: TableClient, batch: list[Key]) -> int:
     return len(batch)
 
 
-def _partitions(entities: Iterable[Any]) -> Iterable[tuple[str, list[Any]]]:
-    """Rows grouped by partition, as a query returns them (in PartitionKey order)."""
-    partition: Any = None
-    rows: list[Any] = []
-    for entity in entities:
-        if entity["PartitionKey"] != partition and rows:
-            yield str(partition), sorted(rows, key=lambda r: str(r["RowKey"]))
-            rows = []
-        partition = entity["PartitionKey"]
-        rows.append(entity)
-    if rows:
-        yield str(partition), sorted(rows, key=lambda r: str(r["RowKey"]))
-
-
 def _key(entity: Any) -> Key:
     return str(entity["PartitionKey"]), str(entity["RowKey"])
 
@@ -364,6 +386,8 @@ def _iso(moment: datetime) -> str:
 class _Counts:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
+        self._lock = threading.Lock()  # jobs are purged side by side
 
     def add(self, where: str, count: int) -> None:
-        self.counts[where] = self.counts.get(where, 0) + count
+        with self._lock:
+            self.counts[where] = self.counts.get(where, 0) + count

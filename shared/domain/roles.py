@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from .errors import Forbidden
 
@@ -86,3 +86,30 @@ class Caller:
             role=self.role.label if self.role else None,
             required=required.label,
         )
+
+
+@dataclass(frozen=True)
+class ConsoleAccessSettings:
+    """Who may use the operator console and the operator API, and with which role (read from
+    the settings by ``shared.config.console_access``). The console: in Azure, whoever App
+    Service Authentication signed in (``easy_auth``), with the app role their sign-in carries;
+    locally, whoever presents one of the host's function ``keys`` or a key ``key_roles``
+    names. An API caller: by the function key the host admitted. A key's role: ``key_roles``
+    (SHA-256 hex digest -> role), else ``default_key_role`` (None: no role)."""
+
+    keys: frozenset[str] = frozenset()
+    easy_auth: bool = False
+    key_roles: Mapping[str, Role] = field(default_factory=dict)
+    default_key_role: Role | None = Role.EDITOR
+
+    def role_of_key(self, key: str, *, admitted: bool = False) -> Role | None:
+        """The role of ``key``; ``admitted``: the host checked the key already (an API
+        request), so a key it accepted but ``key_roles`` does not name gets the default."""
+        named = self.key_roles.get(key_digest(key))
+        if named is not None:
+            return named
+        return self.default_key_role if admitted or key in self.keys else None
+
+    def knows(self, key: str) -> bool:
+        """Whether the console may let ``key`` in locally: a host key or a listed key."""
+        return key in self.keys or key_digest(key) in self.key_roles
