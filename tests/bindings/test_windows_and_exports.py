@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import html
 import io
 import json
 from datetime import timedelta
@@ -20,6 +21,7 @@ from shared.domain.pipelines import PURCHASE_TASKS
 from shared.entrypoints.bulk_http import confirm_bulk, preview_bulk, request_replay
 from shared.entrypoints.console.access import csrf_token_for
 from shared.entrypoints.console.bulk import console_bulk_preview
+from shared.entrypoints.console.pages import console_sessions
 from shared.entrypoints.console.records import console_export_audit, console_export_sessions
 from shared.entrypoints.exports_http import export_audit_csv, export_failed_sessions_csv, get_audit
 from shared.entrypoints.failed_sessions_http import list_failed_sessions
@@ -225,3 +227,19 @@ def test_the_audit_trail_is_read_and_exported_by_window(incidents: StorageApp) -
     assert _rows(console) == rows
     later = _call(get_audit, "audit", params={"from": "2999-01-01T00:00:00Z"})
     assert json.loads(later.get_body())["entries"] == []
+
+
+def test_the_sessions_page_shows_a_window_s_sessions_and_carries_it_on(
+    incidents: StorageApp,
+) -> None:
+    window = {"failed_from": "2026-11-23T09:59", "failed_to": "2026-11-23T10:30"}  # UTC
+    page = _console_get(console_sessions, "sessions", {"task": "ProcessPayment", **window})
+
+    assert page.status_code == 200
+    text = html.unescape(page.get_body().decode())
+    assert "middle-1" in text and "middle-2" in text
+    assert "early-1" not in text and "late-1" not in text
+    # The export, the bulk forms and the links keep the window.
+    assert "exports/failed-sessions?status=failed&task=ProcessPayment&failed_from=" in text
+    assert 'name="failed_from" value="2026-11-23T09:59:00+00:00"' in text
+    assert "Replay this group" in text

@@ -109,6 +109,7 @@ def app_environ(
         "TASK_MAX_ATTEMPTS": "2",
         "TASK_RETRY_MIN_BACKOFF_SECONDS": "0",
         "TASK_RETRY_MAX_BACKOFF_SECONDS": "0",
+        "PUBLIC_BASE_URL": "http://localhost:7071",  # where the API's URLs start
     }
     queue_service(storage_settings).delete_queue(replay_queue)
 

@@ -77,6 +77,7 @@ def console_sessions(visit: Visit) -> func.HttpResponse:
         fingerprint=wanted,
         filters=filters,
         window=window,
+        linked={**filters, **window},  # what the page's links carry on
         status=status,
     )
 
