@@ -123,3 +123,26 @@ def test_an_archive_timer_that_fails_shows(app: StorageApp) -> None:
 
     run_timer()  # it works again
     assert ("archive_timer_failing", "archive_dead_letters") not in _kinds()
+
+
+def test_the_purge_timer_records_its_run_and_says_what_it_deleted(
+    app: StorageApp, caplog: pytest.LogCaptureFixture
+) -> None:
+    from azure.functions.timer import TimerRequest
+
+    from shared.domain.retention import Lifetimes
+    from shared.entrypoints.purge_timer import purge_expired_records
+
+    keep_everything = Lifetimes(**{name: 0 for name in Lifetimes.names()})
+    settings = app.container.settings
+    app.container.override(settings=dataclasses.replace(settings, retention=keep_everything))
+    failed_session(app, "order-1")
+    run_timer()
+    caplog.set_level("INFO", logger="shared.entrypoints.purge_timer")
+
+    purge_expired_records(TimerRequest())
+
+    assert "purge_expired_records deleted 0 row(s) and blob(s)" in caplog.text
+    run = app.container.timer_runs.find("purge_expired_records")
+    assert run is not None and run.last_succeeded_at and run.last_drained_at
+    assert app.container.archive.get_summary("order-1").status == "failed"
