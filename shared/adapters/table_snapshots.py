@@ -82,7 +82,9 @@ class TableSnapshot:
             and self._last_full is not None
             and self._last_read - self._last_full >= self._full_read_every
         ):
-            self._partitions, self._last_read = {}, None  # read whole: purged rows leave
+            # Read whole: purged rows leave (cleared in place: refreshed() hands this dict out).
+            self._partitions.clear()
+            self._last_read = None
         clauses = [f"({self._where})"] if self._where else []
         parameters = dict(self._parameters)
         if self._last_read is not None:
