@@ -13,13 +13,16 @@ import azure.functions as func
 
 from shared.entrypoints import (
     archive_timer,
+    bulk_http,
     console,
+    exports_http,
     failed_sessions_http,
     imports_http,
     orders_http,
     overview_http,
     pipeline_controls_http,
     pipeline_http,
+    purge_timer,
     replay_queue,
     session_queues,
 )
@@ -31,7 +34,10 @@ app.register_functions(orders_http.bp)
 app.register_functions(session_queues.bp)
 app.register_functions(pipeline_http.bp)
 app.register_functions(archive_timer.bp)
+app.register_functions(purge_timer.bp)
 app.register_functions(failed_sessions_http.bp)
+app.register_functions(bulk_http.bp)
+app.register_functions(exports_http.bp)
 app.register_functions(replay_queue.bp)
 app.register_functions(imports_http.bp)
 app.register_functions(overview_http.bp)

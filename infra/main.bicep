@@ -57,8 +57,31 @@ param smtpUsername string = ''
 @secure()
 param smtpPassword string = ''
 
-@description('Client id of the Entra app registration that signs people in to the operator console (App Service Authentication on /api/console; docs/console.md). Empty: no one can open the console in Azure.')
+@description('Client id of the Entra app registration that signs people in to the operator console (App Service Authentication on /console; docs/console.md). Empty (and createConsoleApp false): no one can open the console in Azure.')
 param consoleAuthClientId string = ''
+
+@description('Make the console\'s app registration here, with its app roles (app/console-app.bicep; the deploying user needs Application.ReadWrite.All), instead of giving consoleAuthClientId.')
+param createConsoleApp bool = false
+
+@description('KEY_ROLES: <role>=<SHA-256 hex of a function key> pairs, the roles of the API\'s keys (docs/console.md, "Roles").')
+param keyRoles string = ''
+
+@description('Where the API\'s absolute URLs start (a custom domain, Front Door). Empty: the API answers with paths alone; never from a request\'s Host header.')
+param publicBaseUrl string = ''
+
+@description('Who the alerts e-mail (app/alerts.bicep). Empty: no alerts are deployed.')
+param alertEmail string = ''
+
+@allowed([5, 15, 30, 60])
+@description('Minutes a dead letter may wait for the archive before the alert fires.')
+param alertDeadLetterWaitMinutes int = 15
+
+@description('Failed sessions of one pipeline in the window above which the alert fires.')
+param alertFailedSessionsThreshold int = 10
+
+@minValue(5)
+@maxValue(1440)
+param alertFailedSessionsWindowMinutes int = 15
 
 var abbrs = loadJsonContent('abbreviations.json')
 // The pipelines' session queues and the app settings naming them, written from the app's
@@ -119,7 +142,7 @@ module storage 'app/storage.bicep' = {
     location: location
     tags: tags
     containers: [deploymentContainerName, 'receipts', 'deadletter-bodies']
-    tables: ['products', 'ordernumbers', 'simulatedpayments', 'deadletters', 'failedsessions', 'replayrequests', 'importprogress', 'importjobs', 'idempotencykeys', 'orderprogress', 'operatoraudit', 'confirmations', 'sessionoutcomes', 'pipelinepauses', 'receiptemails']
+    tables: ['products', 'ordernumbers', 'simulatedpayments', 'deadletters', 'failedsessions', 'replayrequests', 'importprogress', 'importjobs', 'idempotencykeys', 'orderprogress', 'operatoraudit', 'confirmations', 'sessionoutcomes', 'pipelinepauses', 'receiptemails', 'timerruns']
     queues: [replayQueueName, '${replayQueueName}-poison']
     skuName: storageSku
   }
@@ -170,15 +193,45 @@ module functionApp 'app/function.bicep' = {
     smtpPort: smtpPort
     smtpStartTls: smtpStartTls
     receiptEmailFrom: receiptSender
+    publicBaseUrl: publicBaseUrl
+    keyRoles: keyRoles
+    alertDeadLetterWaitSeconds: alertDeadLetterWaitMinutes * 60
+    alertFailedSessionsThreshold: alertFailedSessionsThreshold
+    alertFailedSessionsWindowMinutes: alertFailedSessionsWindowMinutes
   }
 }
 
-module consoleAuth 'app/console-auth.bicep' = if (!empty(consoleAuthClientId)) {
+module consoleApp 'app/console-app.bicep' = if (createConsoleApp) {
+  name: 'console-app'
+  scope: rg
+  params: {
+    functionAppName: functionAppName
+  }
+}
+
+module consoleAuth 'app/console-auth.bicep' = if (!empty(consoleAuthClientId) || createConsoleApp) {
   name: 'console-auth'
   scope: rg
   params: {
     functionAppName: functionApp.outputs.name
-    clientId: consoleAuthClientId
+    clientId: createConsoleApp ? consoleApp.outputs.clientId : consoleAuthClientId
+  }
+}
+
+module alerts 'app/alerts.bicep' = if (!empty(alertEmail)) {
+  name: 'alerts'
+  scope: rg
+  params: {
+    location: location
+    tags: tags
+    actionGroupName: '${abbrs.insightsActionGroups}${resourceToken}'
+    alertEmail: alertEmail
+    serviceBusNamespaceName: serviceBus.outputs.name
+    appInsightsName: monitoring.outputs.appInsightsName
+    queueNames: serviceBus.outputs.queueNames
+    deadLetterWaitMinutes: alertDeadLetterWaitMinutes
+    failedSessionsThreshold: alertFailedSessionsThreshold
+    failedSessionsWindowMinutes: alertFailedSessionsWindowMinutes
   }
 }
 

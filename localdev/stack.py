@@ -232,12 +232,16 @@ def run_stack(
         use_container(None)
         stack.callback(use_container, None)
         document = copy.deepcopy(dict(host_json)) if host_json else load_host_json(HOST_JSON)
+        http_port = port(ports.http, "HTTP")
+        # The API's URLs start where this stack serves it (the app never takes them from a
+        # request's Host header); a setting of the same name still wins.
+        values["PUBLIC_BASE_URL"] = (
+            values.get("PUBLIC_BASE_URL")
+            or os.environ.get("PUBLIC_BASE_URL")
+            or f"http://127.0.0.1:{http_port}"
+        )
         host = LocalHost(
-            APP_SCRIPT,
-            values,
-            document,
-            http_port=port(ports.http, "HTTP"),
-            functions=first_instance_functions,
+            APP_SCRIPT, values, document, http_port=http_port, functions=first_instance_functions
         )
         stack.enter_context(host)
         more: tuple[HostInstance, ...] = ()

@@ -13,12 +13,17 @@ the OpenTelemetry specification read it, in one place, ``shared.telemetry.setup`
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from urllib.parse import urlsplit
 
+from .domain.alerts import AlertRules
 from .domain.errors import PipelineError
+from .domain.retention import Lifetimes
 from .domain.retries import DEFAULT_CIRCUIT_THRESHOLD, DEFAULT_HOLD_SECONDS, RetryPolicy
+from .domain.roles import ConsoleAccessSettings, Role, role_named
 from .service_layer.pipelines import registry
 
 SERVICE_BUS_CONNECTION = "ServiceBusConnection"
@@ -63,15 +68,6 @@ class EmailServiceConnectionSettings:
 
 
 @dataclass(frozen=True)
-class ConsoleAccessSettings:
-    """Who may use the operator console: in Azure, whoever App Service Authentication signed
-    in (``easy_auth``); locally, whoever presents one of the host's function ``keys``."""
-
-    keys: frozenset[str] = frozenset()
-    easy_auth: bool = False
-
-
-@dataclass(frozen=True)
 class Settings:
     # pipeline name -> its session queue, from each declared pipeline's queue setting
     queues: Mapping[str, str]
@@ -104,10 +100,18 @@ class Settings:
     replay_max_dequeue_count: int
     # 0: gapless order numbers from one counter; N: blocks of N reserved per instance.
     order_number_block_size: int = 0
-    console: ConsoleAccessSettings = ConsoleAccessSettings()
+    console: ConsoleAccessSettings = field(default_factory=ConsoleAccessSettings)
+    # Where the API's absolute URLs start (``https://<app>.azurewebsites.net``); None: the
+    # API answers with paths alone. Never taken from a request's Host header.
+    public_base_url: str | None = None
+    retention: Lifetimes = field(default_factory=Lifetimes)
+    purge_max_seconds: float = 240.0
+    alerts: AlertRules = field(default_factory=AlertRules)
     # Which adapter sends e-mail: "acs" (Azure Communication Services Email) or "smtp".
     email_sender: str = "acs"
-    email_service: EmailServiceConnectionSettings = EmailServiceConnectionSettings()
+    email_service: EmailServiceConnectionSettings = field(
+        default_factory=EmailServiceConnectionSettings
+    )
     # A fault-injection point for the crash tests, off unless set: a folder in which an
     # instance that finds its process armed holds each receipt after sending it and before
     # anything records it (shared.bootstrap.faults).
@@ -167,6 +171,16 @@ class Settings:
                 client_id=env.optional(f"{EMAIL_CONNECTION}__clientId"),
             ),
             fault_hold_after_receipt_sent=env.optional("FAULT_HOLD_AFTER_RECEIPT_SENT"),
+            public_base_url=_public_base(env),
+            retention=_lifetimes(env),
+            purge_max_seconds=env.number("PURGE_MAX_SECONDS", 240.0),
+            alerts=AlertRules(
+                dead_letter_wait_seconds=env.number("ALERT_DEAD_LETTER_WAIT_SECONDS", 900.0),
+                failed_sessions_threshold=env.integer("ALERT_FAILED_SESSIONS_THRESHOLD", 10),
+                failed_sessions_window_minutes=env.number(
+                    "ALERT_FAILED_SESSIONS_WINDOW_MINUTES", 15.0
+                ),
+            ),
         )
 
 
@@ -214,10 +228,67 @@ def storage_connection(
 
 
 def console_access(environ: Mapping[str, str] | None = None) -> ConsoleAccessSettings:
-    """The console's access rule from the app settings (see ``ConsoleAccessSettings``)."""
+    """The console's and the operator API's access rule from the app settings (see
+    ``ConsoleAccessSettings``). ``KEY_ROLES``: ``<role>=<SHA-256 hex of a key>`` pairs,
+    separated by commas; ``DEFAULT_KEY_ROLE``: a role, or ``none``."""
     env = _Reader(os.environ if environ is None else environ)
     keys = frozenset(key for name in CONSOLE_KEY_SETTINGS if (key := env.optional(name)))
-    return ConsoleAccessSettings(keys=keys, easy_auth=env.boolean(EASY_AUTH_SETTING, False))
+    default = env.optional("DEFAULT_KEY_ROLE") or Role.EDITOR.label
+    return ConsoleAccessSettings(
+        keys=keys,
+        easy_auth=env.boolean(EASY_AUTH_SETTING, False),
+        key_roles=_key_roles(env.optional("KEY_ROLES") or ""),
+        default_key_role=None if default.lower() == "none" else _role("DEFAULT_KEY_ROLE", default),
+    )
+
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def _key_roles(value: str) -> dict[str, Role]:
+    roles: dict[str, Role] = {}
+    for pair in filter(None, (p.strip() for p in value.split(","))):
+        name, _, digest = pair.partition("=")
+        digest = digest.strip().lower()
+        if not _DIGEST.fullmatch(digest):
+            raise ConfigurationError(
+                f"KEY_ROLES: {pair!r} is not <role>=<SHA-256 of the key, 64 hex digits>"
+            )
+        roles[digest] = _role("KEY_ROLES", name)
+    return roles
+
+
+def _role(setting: str, name: str) -> Role:
+    try:
+        return role_named(name)
+    except ValueError as error:
+        raise ConfigurationError(f"{setting}: {error}") from None
+
+
+def _public_base(env: _Reader) -> str | None:
+    value = env.optional("PUBLIC_BASE_URL")
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise ConfigurationError(
+            f"PUBLIC_BASE_URL must be an http(s) URL without a query, got {value!r}"
+        )
+    return value.rstrip("/")
+
+
+def _lifetimes(env: _Reader) -> Lifetimes:
+    """The ``RETENTION_*_DAYS`` settings (0: kept for good); defaults in ``Lifetimes``."""
+    d = Lifetimes()
+    return Lifetimes(
+        idempotency_keys=env.number("RETENTION_IDEMPOTENCY_KEYS_DAYS", d.idempotency_keys),
+        confirmations=env.number("RETENTION_CONFIRMATIONS_DAYS", d.confirmations),
+        replayed_sessions=env.number("RETENTION_REPLAYED_SESSIONS_DAYS", d.replayed_sessions),
+        resolved_sessions=env.number("RETENTION_RESOLVED_SESSIONS_DAYS", d.resolved_sessions),
+        jobs=env.number("RETENTION_JOBS_DAYS", d.jobs),
+        replay_requests=env.number("RETENTION_REPLAY_REQUESTS_DAYS", d.replay_requests),
+        audit=env.number("RETENTION_AUDIT_DAYS", d.audit),
+    )
 
 
 def _email_sender(env: _Reader) -> str:

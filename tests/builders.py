@@ -24,6 +24,8 @@ APP_SETTINGS = {
     # The local e-mail stand-in's connection string (localdev/email_http.py), at its usual port.
     "CommunicationServicesConnection": "endpoint=http://127.0.0.1:7075/;"
     "accesskey=bG9jYWwtY29tbXVuaWNhdGlvbi1zZXJ2aWNlcy1lbWFpbC1hY2Nlc3Mta2V5",
+    # Where the API's URLs start, as make up sets it (never the request's Host header).
+    "PUBLIC_BASE_URL": "http://localhost:7071",
     # The local emulator has nothing in flight: an archive run need not wait 2 s per queue for
     # stragglers before it takes a dead-letter sub-queue for empty.
     "DLQ_ARCHIVE_RECEIVE_WAIT_SECONDS": "0.5",

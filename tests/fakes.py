@@ -26,6 +26,7 @@ from shared.domain.receipt_emails import ReceiptEmail
 from shared.domain.receipts import Receipt
 from shared.domain.replays import BulkAction, ReplayRequest, ReplayRequestNotFound
 from shared.domain.session_outcomes import ACCEPTED, SessionOutcome
+from shared.domain.time_windows import within
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.ports import (
     DeadLetter,
@@ -363,7 +364,10 @@ class InMemoryDeadLetterArchive:
             and (selected.reason is None or s.reason == selected.reason)
             and (continuation is None or key >= continuation)
         ]
-        matching = [s for s in matching if selected.status in (None, s.status)]
+        in_window = within(selected.failed_from, selected.failed_to)
+        matching = [
+            s for s in matching if selected.status in (None, s.status) and in_window(s.failed_at)
+        ]
         page = matching[:page_size]
         rest = matching[page_size:]
         return Page(page, rest[0].session_id if rest else None)
@@ -372,6 +376,11 @@ class InMemoryDeadLetterArchive:
         return Counter(
             (s.status, s.queue, s.failed_task, s.reason)
             for s in map(self.get_summary, self.summaries)
+        )
+
+    def count_failed_since(self, since: str) -> Counter[str]:
+        return Counter(
+            s.queue for s in self.summaries.values() if s.failed_at and s.failed_at >= since
         )
 
 
@@ -586,6 +595,9 @@ class InMemoryAuditTrail:
 
     def history(self, session_id: str) -> list[AuditEntry]:
         return sorted((e for e in self.entries if e.session_id == session_id), key=lambda e: e.at)
+
+    def between(self, start: str | None, end: str | None, *, up_to: int) -> list[AuditEntry]:
+        return [e for e in self.entries if within(start, end)(e.at)][:up_to]
 
 
 class InMemoryConfirmations:

@@ -24,6 +24,14 @@ param smtpPort string
 param smtpStartTls string
 param receiptEmailFrom string
 param maximumInstanceCount int = 40
+@description('Where the API\'s absolute URLs start (a custom domain, Front Door); empty: the API answers with paths alone.')
+param publicBaseUrl string = ''
+@description('KEY_ROLES: <role>=<SHA-256 hex of a function key> pairs (docs/console.md, "Roles").')
+param keyRoles string = ''
+param purgeSchedule string = '0 */5 * * * *'
+param alertDeadLetterWaitSeconds int = 900
+param alertFailedSessionsThreshold int = 10
+param alertFailedSessionsWindowMinutes int = 15
 param instanceMemoryMB int = 2048
 
 // Each pipeline's queue setting (docs/pipelines.md; written by `python -m localdev.pipelines`).
@@ -81,6 +89,24 @@ var appSettings = [
   { name: 'TASK_RETRY_MAX_BACKOFF_SECONDS', value: '' }
   { name: 'TASK_HOLD_SECONDS', value: '300' }
   { name: 'PIPELINE_CIRCUIT_THRESHOLD', value: '5' }
+  // Who may do what (docs/console.md, "Roles") and where the API's URLs start.
+  { name: 'PUBLIC_BASE_URL', value: publicBaseUrl }
+  { name: 'KEY_ROLES', value: keyRoles }
+  { name: 'DEFAULT_KEY_ROLE', value: 'Editor' }
+  // Retention (docs/capacity.md, "Retention"): days each kind of record is kept, 0 for good.
+  { name: 'PURGE_SCHEDULE', value: purgeSchedule }
+  { name: 'PURGE_MAX_SECONDS', value: '240' }
+  { name: 'RETENTION_IDEMPOTENCY_KEYS_DAYS', value: '7' }
+  { name: 'RETENTION_CONFIRMATIONS_DAYS', value: '1' }
+  { name: 'RETENTION_REPLAYED_SESSIONS_DAYS', value: '30' }
+  { name: 'RETENTION_RESOLVED_SESSIONS_DAYS', value: '30' }
+  { name: 'RETENTION_JOBS_DAYS', value: '90' }
+  { name: 'RETENTION_REPLAY_REQUESTS_DAYS', value: '30' }
+  { name: 'RETENTION_AUDIT_DAYS', value: '365' }
+  // The overview's alerts, with the thresholds of the Azure alerts (app/alerts.bicep).
+  { name: 'ALERT_DEAD_LETTER_WAIT_SECONDS', value: string(alertDeadLetterWaitSeconds) }
+  { name: 'ALERT_FAILED_SESSIONS_THRESHOLD', value: string(alertFailedSessionsThreshold) }
+  { name: 'ALERT_FAILED_SESSIONS_WINDOW_MINUTES', value: string(alertFailedSessionsWindowMinutes) }
 ]
 
 resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {

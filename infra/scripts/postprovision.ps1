@@ -37,6 +37,21 @@ $settings = [ordered]@{
         TASK_RETRY_MAX_BACKOFF_SECONDS                = ''
         TASK_HOLD_SECONDS                             = '300'
         PIPELINE_CIRCUIT_THRESHOLD                    = '5'
+        PUBLIC_BASE_URL                               = ''
+        KEY_ROLES                                     = ''
+        DEFAULT_KEY_ROLE                              = 'Editor'
+        PURGE_SCHEDULE                                = '0 */5 * * * *'
+        PURGE_MAX_SECONDS                             = '240'
+        RETENTION_IDEMPOTENCY_KEYS_DAYS               = '7'
+        RETENTION_CONFIRMATIONS_DAYS                  = '1'
+        RETENTION_REPLAYED_SESSIONS_DAYS              = '30'
+        RETENTION_RESOLVED_SESSIONS_DAYS              = '30'
+        RETENTION_JOBS_DAYS                           = '90'
+        RETENTION_REPLAY_REQUESTS_DAYS                = '30'
+        RETENTION_AUDIT_DAYS                          = '365'
+        ALERT_DEAD_LETTER_WAIT_SECONDS                = '900'
+        ALERT_FAILED_SESSIONS_THRESHOLD               = '10'
+        ALERT_FAILED_SESSIONS_WINDOW_MINUTES          = '15'
     }
 }
 $settings | ConvertTo-Json -Depth 3 | Set-Content -Path local.settings.json -Encoding utf8

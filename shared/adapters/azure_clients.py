@@ -37,6 +37,7 @@ from .table_import_manifests import IMPORT_JOBS_TABLE
 from .table_pipeline_pauses import PIPELINE_PAUSES_TABLE
 from .table_receipt_emails import RECEIPT_EMAILS_TABLE
 from .table_session_outcomes import SESSION_OUTCOMES_TABLE
+from .table_timer_runs import TIMER_RUNS_TABLE
 from .table_transactions import TableTransactions
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ APP_TABLES = (
     SESSION_OUTCOMES_TABLE,
     PIPELINE_PAUSES_TABLE,
     RECEIPT_EMAILS_TABLE,
+    TIMER_RUNS_TABLE,
 )
 APP_CONTAINERS = (RECEIPTS_CONTAINER, DEAD_LETTER_BODIES_CONTAINER)
 

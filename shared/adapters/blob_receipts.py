@@ -23,7 +23,7 @@ class BlobReceiptStore:
     def save(self, order_number: str, pdf: bytes) -> str:
         """Write (or overwrite: a redelivered task renders the same receipt again) and return
         the location as ``<container>/<blob>``, e.g. ``receipts/ORD-00000001.pdf``."""
-        name = _blob_name(order_number)
+        name = receipt_blob_name(order_number)
         self._container.upload_blob(
             name, pdf, overwrite=True, content_settings=ContentSettings(content_type=PDF)
         )
@@ -33,7 +33,7 @@ class BlobReceiptStore:
     def load(self, order_number: str) -> bytes:
         """The stored PDF, byte for byte. Raises ``ReceiptNotFound`` when there is none."""
         try:
-            return self._container.download_blob(_blob_name(order_number)).readall()
+            return self._container.download_blob(receipt_blob_name(order_number)).readall()
         except ResourceNotFoundError as error:
             raise ReceiptNotFound(
                 f"No receipt for order {order_number} in container "
@@ -41,7 +41,8 @@ class BlobReceiptStore:
             ) from error
 
 
-def _blob_name(order_number: str) -> str:
+def receipt_blob_name(order_number: str) -> str:
+    """The blob of an order's receipt: ``<order number>.pdf``."""
     if not order_number or "/" in order_number or order_number in (".", ".."):
         raise ValueError(f"{order_number!r} cannot name a receipt blob")
     return f"{order_number}.pdf"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import uuid
 from dataclasses import asdict
@@ -51,6 +52,7 @@ class TableAuditTrail:
                 "new_session_id": entry.new_session_id,
                 "edits": json.dumps([asdict(edit) for edit in entry.edits], default=str),
                 "key": entry.key,
+                "role": entry.role,
             }
         )
 
@@ -62,6 +64,22 @@ class TableAuditTrail:
         ordered = sorted(entities, key=lambda e: (str(e["at"]), str(e["RowKey"])))
         return [_entry(e) for e in ordered]
 
+    @translated(TABLE_STORAGE)
+    def between(self, start: str | None, end: str | None, *, up_to: int) -> list[AuditEntry]:
+        clauses, parameters = [], {}
+        if start is not None:
+            clauses.append("at ge @start")
+            parameters["start"] = start
+        if end is not None:
+            clauses.append("at lt @end")
+            parameters["end"] = end
+        entities = self._table.query_entities(
+            " and ".join(clauses) or "PartitionKey ne ''",
+            parameters=parameters,
+            results_per_page=min(up_to, 1000),
+        )
+        return [_entry(e) for e in itertools.islice(entities, up_to)]
+
 
 def _entry(entity: Any) -> AuditEntry:
     return AuditEntry(
@@ -72,6 +90,7 @@ def _entry(entity: Any) -> AuditEntry:
         note=entity["note"],
         new_session_id=entity.get("new_session_id"),
         key=entity.get("key") or "",
+        role=entity.get("role") or "",
         edits=tuple(
             MessageEdit(
                 row_key=edit["row_key"],

@@ -59,6 +59,7 @@ class TableFailedSessions:
                 "claim_key",
                 "claim_action",
                 "replay_key",
+                "failed_at",
             ),
         )
 
@@ -159,6 +160,12 @@ class TableFailedSessions:
             if value is not None:
                 clauses.append(f"{column} eq @{column}")
                 parameters[column] = value
+        if selected.failed_from is not None:
+            clauses.append("failed_at ge @failed_from")
+            parameters["failed_from"] = selected.failed_from
+        if selected.failed_to is not None:
+            clauses.append("failed_at lt @failed_to")
+            parameters["failed_to"] = selected.failed_to
         if selected.status == RESOLVED:
             # The claim says so even where an archive run rewrote the status column since.
             clauses.append("claim_action eq @action")
@@ -193,6 +200,17 @@ class TableFailedSessions:
                 )
                 for rows in partitions.values()
                 for entity in rows.values()
+            )
+
+    @translated(TABLE_STORAGE)
+    def count_failed_since(self, since: str) -> Mapping[str, int]:
+        """From the same snapshot as ``count_sessions``."""
+        with self._counted.refreshed() as (partitions, _):
+            return Counter(
+                entity.get("queue") or ""
+                for rows in partitions.values()
+                for entity in rows.values()
+                if (entity.get("failed_at") or "") >= since
             )
 
     def _summary_entity(self, session_id: str) -> TableEntity | None:
@@ -238,4 +256,5 @@ def _summary(entity: dict[str, Any]) -> FailedSession:
         replayed_at=entity.get("replayed_at"),
         claim=_claim_of(entity),
         trace_id=entity.get("trace_id"),
+        job_id=entity.get("job_id"),
     )

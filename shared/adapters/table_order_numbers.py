@@ -36,6 +36,13 @@ _PARTITION = "order-numbers"
 _COUNTER = "!counter"  # table_key never yields a key starting with '!'
 _BLOCK_ROW = "!order-number"  # the RowKey of a job's allocation in blocks mode, under its own key
 _MAX_ATTEMPTS = 200
+
+
+def allocation_keys(job_id: str) -> tuple[tuple[str, str], ...]:
+    """Where a job's order number may be recorded, in either mode: (PartitionKey, RowKey)."""
+    return ((_PARTITION, table_key(job_id)), (table_key(job_id), _BLOCK_ROW))
+
+
 # Status codes of a lost race: the counter moved (412) or someone created it, or this job's
 # allocation, first (409). Anything else is a real failure and is raised as it is.
 _LOST_RACE = frozenset({409, 412})

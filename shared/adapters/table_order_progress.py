@@ -81,7 +81,7 @@ class TableOrderProgress:
             with self._snapshot.refreshed() as (partitions, changed):
                 for partition in changed:
                     entities = sorted(partitions[partition].values(), key=_row_key)
-                    self._records[partition] = _record_of(partition, entities)
+                    self._records[partition] = order_record(partition, entities)
                 for gone in self._records.keys() - partitions.keys():
                     del self._records[gone]  # made room for an order with a smaller key
                 return [self._records[key] for key in sorted(self._records)[:up_to]]
@@ -91,7 +91,8 @@ def _row_key(entity: Any) -> str:
     return str(entity["RowKey"])
 
 
-def _record_of(partition: str, entities: list[Any]) -> OrderRecord:
+def order_record(partition: str, entities: list[Any]) -> OrderRecord:
+    """An order's record from the rows of its partition (in RowKey order)."""
     job_id = next((e["job_id"] for e in entities if e.get("job_id")), None)
     if job_id is None:  # steps recorded, the acceptance not: the key holds the id
         with contextlib.suppress(ValueError):  # a digest key holds none

@@ -58,4 +58,7 @@ class TableReplayRequests:
             action="resolve" if entity.get("action") == "resolve" else "replay",
             who=entity.get("who") or "",
             note=entity.get("note") or "",
+            role=entity.get("role") or "",
+            failed_from=entity.get("failed_from"),
+            failed_to=entity.get("failed_to"),
         )

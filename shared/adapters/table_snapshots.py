@@ -18,6 +18,9 @@ from azure.data.tables import TableClient
 # the service's clock, its Date header): a write the service stamped before that read but
 # committed after it is found by the next one.
 OVERLAP = timedelta(seconds=5)
+# Rows the purge deleted (shared.service_layer.retention) leave a snapshot at its next whole
+# read, at most this long after the previous one.
+FULL_READ_EVERY = timedelta(minutes=10)
 _PAGE = 1000  # the most Table Storage returns per page
 
 
@@ -27,9 +30,10 @@ class TableSnapshot:
 
     The first ``refreshed()`` reads them all; each later one reads only the rows whose
     Timestamp (set by the service at each write) is at most ``overlap`` older than the time
-    the previous read began, by the service's clock. Only for tables whose rows are upserted
-    and never deleted: a deleted row would stay. Thread-safe: one refresh at a time, and the
-    rows are read under the same lock.
+    the previous read began, by the service's clock. Rows are upserted, and deleted only by
+    the purge, in bulk: a deleted row stays until the next whole read, which comes
+    ``full_read_every`` after the one before. Thread-safe: one refresh at a time, and the rows
+    are read under the same lock.
 
     With ``partitions``, only the rows of that many partitions, those with the smallest keys,
     are kept: the first read stops there (the service returns rows in key order), and a row of
@@ -46,8 +50,11 @@ class TableSnapshot:
         select: tuple[str, ...] | None = None,
         overlap: timedelta = OVERLAP,
         partitions: int | None = None,
+        full_read_every: timedelta = FULL_READ_EVERY,
     ) -> None:
         self._table = table
+        self._full_read_every = full_read_every
+        self._last_full: datetime | None = None  # when the last whole read began
         self._limit = partitions
         self._overlap = overlap
         self._where = where
@@ -70,6 +77,14 @@ class TableSnapshot:
             yield self._partitions, self._refresh()
 
     def _refresh(self) -> set[str]:
+        if (
+            self._last_read is not None
+            and self._last_full is not None
+            and self._last_read - self._last_full >= self._full_read_every
+        ):
+            # Read whole: purged rows leave (cleared in place: refreshed() hands this dict out).
+            self._partitions.clear()
+            self._last_read = None
         clauses = [f"({self._where})"] if self._where else []
         parameters = dict(self._parameters)
         if self._last_read is not None:
@@ -96,6 +111,8 @@ class TableSnapshot:
         if dates:
             # The first page's Date, to the second: the read began at most a second before.
             self._last_read = min(dates) - timedelta(seconds=1)
+            if first:
+                self._last_full = self._last_read
         return changed
 
     def _room_for(self, partition: str) -> bool:

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
         Confirmations,
         DeadLetterCounter,
         PipelinePauses,
+        RetentionStore,
+        TimerRuns,
     )
     from ..service_layer.ports import (
         Archive,
@@ -174,6 +176,8 @@ class Container:
             c.order_progress,
             c.import_manifests,
             c.import_progress,
+            runs=c.timer_runs,
+            rules=c.settings.alerts,
         )
     )
     replay_progress: Part[Progress] = Part(lambda c: Progress(c.session_outcomes))
@@ -239,6 +243,11 @@ class Container:
     )
     pipeline_pauses: Part[PipelinePauses] = Part(
         lambda c: adapters.pipeline_pauses(c._table_service)
+    )
+    # What the timers' runs left behind (the overview's alerts), and the purge's deletes.
+    timer_runs: Part[TimerRuns] = Part(lambda c: adapters.timer_runs(c._table_service))
+    retention: Part[RetentionStore] = Part(
+        lambda c: adapters.retention(c._table_service, c._blob_service)
     )
     # Clients, one of each per container.
     _service_bus: Part[ServiceBusClient] = Part(

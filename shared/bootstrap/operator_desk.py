@@ -25,11 +25,13 @@ from ..service_layer.resolve import Resolution, resolve_session
 
 @dataclass(frozen=True)
 class Ask:
-    """One operator's request: its Idempotency-Key, who sent it and why (the note)."""
+    """One operator's request: its Idempotency-Key, who sent it and why (the note), and the
+    role they sent it with (the audit trail records it)."""
 
     key: str
     who: str
     note: str | None
+    role: str = ""
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class OperatorDesk:
             key=ask.key,
             who=ask.who,
             note=ask.note or "",
+            role=ask.role,
             force=force,
             requests=self.requests,
         )
@@ -68,6 +71,7 @@ class OperatorDesk:
             key=ask.key,
             who=ask.who,
             note=ask.note,
+            role=ask.role,
             requests=self.requests,
         )
 
@@ -80,6 +84,7 @@ class OperatorDesk:
             ask.key,
             who=ask.who,
             note=ask.note,
+            role=ask.role,
             requests=self.requests,
         )
 
@@ -88,7 +93,7 @@ class OperatorDesk:
         return preview_bulk_action(self.archive, self.confirmations, action, selection)
 
     def confirm_bulk(
-        self, action: BulkAction, token: str, *, who: str, note: str | None
+        self, action: BulkAction, token: str, *, who: str, note: str | None, role: str = ""
     ) -> ReplayRequest:
         """``confirm_bulk_action``: queue the bulk action the token confirms."""
         return confirm_bulk_action(
@@ -100,4 +105,5 @@ class OperatorDesk:
             token,
             who=who,
             note=note,
+            role=role,
         )

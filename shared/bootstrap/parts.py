@@ -37,7 +37,9 @@ if TYPE_CHECKING:
     from ..adapters.table_products import TableProductCatalog
     from ..adapters.table_receipt_emails import TableReceiptEmails
     from ..adapters.table_replay_requests import TableReplayRequests
+    from ..adapters.table_retention import TableRetention
     from ..adapters.table_session_outcomes import TableSessionOutcomes
+    from ..adapters.table_timer_runs import TableTimerRuns
     from ..adapters.table_transactions import TableTransactions
     from ..config import ServiceBusConnectionSettings, Settings, StorageConnectionSettings
 
@@ -275,6 +277,22 @@ def pipeline_pauses(tables: TableServiceClient) -> TablePipelinePauses:
     from ..adapters.table_pipeline_pauses import PIPELINE_PAUSES_TABLE, TablePipelinePauses
 
     return TablePipelinePauses(tables.get_table_client(PIPELINE_PAUSES_TABLE))
+
+
+def timer_runs(tables: TableServiceClient) -> TableTimerRuns:
+    from ..adapters.table_timer_runs import TIMER_RUNS_TABLE, TableTimerRuns
+
+    return TableTimerRuns(tables.get_table_client(TIMER_RUNS_TABLE))
+
+
+def retention(tables: TableServiceClient, blobs: BlobServiceClient) -> TableRetention:
+    from ..adapters.azure_clients import APP_CONTAINERS, APP_TABLES
+    from ..adapters.table_retention import TableRetention
+
+    return TableRetention(
+        {name: tables.get_table_client(name) for name in APP_TABLES},
+        {name: blobs.get_container_client(name) for name in APP_CONTAINERS},
+    )
 
 
 def dead_letter_counter(client: ServiceBusClient) -> ServiceBusDeadLetterCounter:

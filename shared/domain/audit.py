@@ -42,7 +42,8 @@ class MessageEdit:
 class AuditEntry:
     """``key`` names the request that did it (its Idempotency-Key, or the bulk request's): an
     entry is recorded once per (session, action, key), so a request repeated after a crash
-    records nothing twice."""
+    records nothing twice. ``who`` is the person or key, ``role`` the role they acted with
+    (``shared.domain.roles``; empty in entries recorded before roles)."""
 
     session_id: str
     action: Action
@@ -52,6 +53,7 @@ class AuditEntry:
     new_session_id: str | None = None
     edits: tuple[MessageEdit, ...] = field(default_factory=tuple)
     key: str = ""
+    role: str = ""
 
 
 def json_diff(before: Any, after: Any, path: str = "") -> list[Change]:

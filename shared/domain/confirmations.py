@@ -19,25 +19,38 @@ TOKEN_LIFETIME = timedelta(minutes=15)
 
 @dataclass(frozen=True)
 class Selection:
-    """Which failed sessions a bulk action is for; each field that is set must match."""
+    """Which failed sessions a bulk action is for; each field that is set must match.
+    ``failed_from`` and ``failed_to``: the sessions that failed in that window (ISO times,
+    ``shared.domain.time_windows``)."""
 
     queue: str | None = None
     task: str | None = None
     reason: str | None = None
     fingerprint: str | None = None
+    failed_from: str | None = None
+    failed_to: str | None = None
 
     def summaries(self, status: str | None) -> SummaryFilter:
-        """The sessions with ``status`` among those the selection's queue, task and reason
-        choose (the fingerprint is matched on what that lists)."""
-        return SummaryFilter(queue=self.queue, task=self.task, reason=self.reason, status=status)
+        """The sessions with ``status`` among those the selection's queue, task, reason and
+        window choose (the fingerprint is matched on what that lists)."""
+        return SummaryFilter(
+            queue=self.queue,
+            task=self.task,
+            reason=self.reason,
+            status=status,
+            failed_from=self.failed_from,
+            failed_to=self.failed_to,
+        )
 
     def check_chooses(self) -> None:
-        """A bulk action chooses its sessions by a task, a reason or both, never by the queue
-        alone: ``InvalidInput`` naming ``task`` otherwise."""
-        if not (self.task or self.reason):
+        """A bulk action chooses its sessions by a task, a reason or a time window (or any of
+        them together), never by the queue alone: ``InvalidInput`` naming ``task``
+        otherwise."""
+        if not (self.task or self.reason or self.failed_from or self.failed_to):
             raise InvalidInput(
                 "task",
-                "or reason is required: a bulk action chooses sessions by task, reason or both",
+                "or reason (or a window: failed_from, failed_to) is required: a bulk action "
+                "chooses sessions by the task they failed at, why, or when",
             )
 
 

@@ -54,6 +54,27 @@ class TooLarge(InvalidInput):
     title = "The request is too large"
 
 
+class UnsupportedMediaType(InvalidInput):
+    """A body sent with a content type the route does not read (it names the one it does)."""
+
+    title = "The content type is not supported"
+
+
+class Forbidden(PipelineError):
+    """The caller is known but their role does not allow the action: nothing was done."""
+
+    title = "Your role does not allow this"
+
+    def __init__(self, detail: str, *, role: str | None, required: str) -> None:
+        super().__init__(detail)
+        self.role = role
+        self.required = required
+
+    @property
+    def members(self) -> Mapping[str, Any]:
+        return {"role": self.role, "required_role": self.required}
+
+
 class NotFound(PipelineError, LookupError):
     """What the caller asked for does not exist."""
 

@@ -25,8 +25,10 @@ class ReplayRequest:
     "replay") or resolve them without a replay ("resolve"). ``sent``: sessions this request
     replayed or resolved; ``taken``: sessions another replay or resolution had claimed first
     (``taken_sessions`` names the first of them and the claim that holds each); ``failed``:
-    sessions that could not be replayed (``errors`` says why). ``who`` and ``note`` go to each
-    session's audit trail (empty for a request of the API's ``POST /api/replays``)."""
+    sessions that could not be replayed (``errors`` says why). ``who``, ``role`` and ``note``
+    go to each session's audit trail (the API's ``POST /api/replays`` has no note).
+    ``failed_from`` and ``failed_to`` (ISO times) choose the sessions that failed in
+    ``[failed_from, failed_to)``."""
 
     request_id: str
     queue: str | None
@@ -45,7 +47,17 @@ class ReplayRequest:
     action: BulkAction = "replay"
     who: str = ""
     note: str = ""
+    role: str = ""
+    failed_from: str | None = None
+    failed_to: str | None = None
 
     def selects(self, status: str) -> SummaryFilter:
         """The failed sessions this request chooses, with ``status``."""
-        return SummaryFilter(queue=self.queue, task=self.task, reason=self.reason, status=status)
+        return SummaryFilter(
+            queue=self.queue,
+            task=self.task,
+            reason=self.reason,
+            status=status,
+            failed_from=self.failed_from,
+            failed_to=self.failed_to,
+        )

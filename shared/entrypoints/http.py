@@ -2,10 +2,10 @@
 of the app's errors to statuses.
 
 A binding decorated with ``@endpoint`` raises the app's errors and this module answers:
-``InvalidInput`` 400 (``TooLarge`` 413) with ``errors: [{field, problem}]``, ``NotFound`` 404,
-``Conflict`` 409, ``Unprocessable`` 422, ``ServiceUnavailable`` 503; a retryable error
-carries ``Retry-After``. Anything else is a bug: logged with its traceback, answered with a
-500 problem document that holds none.
+``InvalidInput`` 400 (``TooLarge`` 413, ``UnsupportedMediaType`` 415) with ``errors: [{field,
+problem}]``, ``Forbidden`` 403, ``NotFound`` 404, ``Conflict`` 409, ``Unprocessable`` 422,
+``ServiceUnavailable`` 503; a retryable error carries ``Retry-After``. Anything else is a
+bug: logged with its traceback, answered with a 500 problem document that holds none.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from urllib.parse import unquote, urlsplit
 
 import azure.functions as func
 
+from ..bootstrap import container
 from ..domain.errors import (
     Conflict,
+    Forbidden,
     InvalidInput,
     NotFound,
     PipelineError,
@@ -28,6 +30,7 @@ from ..domain.errors import (
     ServiceUnavailable,
     TooLarge,
     Unprocessable,
+    UnsupportedMediaType,
 )
 from ..telemetry.operations import request_span
 
@@ -43,7 +46,9 @@ RETRY_CONFLICT_AFTER_SECONDS = 5  # a request in flight, a session lock held els
 
 _STATUSES: tuple[tuple[type[PipelineError], int], ...] = (
     (TooLarge, 413),
+    (UnsupportedMediaType, 415),
     (InvalidInput, 400),
+    (Forbidden, 403),
     (NotFound, 404),
     (Conflict, 409),
     (Unprocessable, 422),
@@ -195,6 +200,8 @@ def api_route(route: str) -> str:
 
 
 def url_for(req: func.HttpRequest, path: str) -> str:
-    """The absolute URL of ``/api/<path>`` on the host that received ``req``."""
-    base = req.url.split(f"/{API_PREFIX}/", 1)[0]
-    return f"{base}/{api_route(path)}"
+    """The URL of ``/api/<path>``: absolute on the configured public base (``PUBLIC_BASE_URL``)
+    when there is one, else the path alone, which a client resolves against the URL it
+    called (RFC 9110, 10.2.2). Never built from the request (``req`` is not read): its Host
+    header is whatever the client sent."""
+    return f"{container().settings.public_base_url or ''}/{api_route(path)}"

@@ -17,11 +17,11 @@ from typing import Any
 
 import azure.functions as func
 
-from ..domain.audit import key_holder
-from ..domain.errors import InvalidInput, TooLarge
+from ..domain.errors import InvalidInput, TooLarge, UnsupportedMediaType
 from ..domain.idempotency import HEADER, idempotency_key
 from ..domain.json_documents import check_text, parse_json_object
 from ..domain.replays import ReplayRequestNotFound
+from ..domain.time_windows import time_window
 
 MAX_ID_LENGTH = 256  # session ids (Service Bus: 128), job ids, request ids
 MAX_FILTER_LENGTH = 1024  # queue, task, reason filters
@@ -73,6 +73,18 @@ def query_int(req: func.HttpRequest, name: str, *, default: int, low: int, high:
     return value
 
 
+def query_window(
+    req: func.HttpRequest, names: tuple[str, str] = ("failed_from", "failed_to")
+) -> tuple[str | None, str | None]:
+    """A time window's two ends from the query (ISO 8601 with an offset; either may be
+    left out), as ``shared.domain.time_windows.time_window`` reads them."""
+    return time_window(
+        query_text(req, names[0], max_length=64),
+        query_text(req, names[1], max_length=64),
+        names=names,
+    )
+
+
 def query_flag(req: func.HttpRequest, name: str) -> bool:
     raw = (req.params.get(name) or "").lower()
     if raw in ("", "0", "false", "no"):
@@ -102,17 +114,28 @@ def required_header_key(req: func.HttpRequest) -> str:
     return key
 
 
-def caller(req: func.HttpRequest) -> str:
-    """Who sent an API request, for the audit trail: the function key it carried, named by a
-    digest (``key_holder``), never written down."""
-    key = req.headers.get("x-functions-key") or req.params.get("code") or ""
-    return key_holder(key) if key else "the API"
+JSON = "application/json"
 
 
 def json_body(req: func.HttpRequest, *, max_bytes: int, example: str) -> dict[str, Any]:
-    """The body's JSON object (``shared.domain.json_documents``), within ``max_bytes``."""
+    """The body's JSON object (``shared.domain.json_documents``), within ``max_bytes``, sent
+    as ``application/json`` (``UnsupportedMediaType``, 415, otherwise: checked before
+    anything else, so a form or a text body starts nothing)."""
+    check_json_content_type(req)
     check_body_size(req, max_bytes=max_bytes)
     return parse_json_object(req.get_body(), example=example)
+
+
+def check_json_content_type(req: func.HttpRequest) -> None:
+    """``Content-Type: application/json`` (its parameters, such as ``charset=utf-8``, aside),
+    else ``UnsupportedMediaType`` naming what was sent and what is expected."""
+    sent = req.headers.get("Content-Type") or ""
+    media_type = sent.split(";", 1)[0].strip().lower()
+    if media_type != JSON:
+        shown = f"is {sent.strip()[:100]!r}" if sent.strip() else "is missing"
+        raise UnsupportedMediaType(
+            "Content-Type", f"{shown}; send the body as {JSON} (Content-Type: {JSON})"
+        )
 
 
 def check_body_size(req: func.HttpRequest, *, max_bytes: int) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from ..domain.audit import AuditEntry
 from ..domain.confirmations import Preview
 from ..domain.pauses import Paused
 from ..service_layer.history import SessionHistory
@@ -19,6 +20,12 @@ def history_view(history: SessionHistory) -> dict[str, Any]:
     resolved = history.resolved
     resolution = {"at": resolved.claimed_at, "idempotency_key": resolved.key} if resolved else None
     return {**asdict(history), "resolved": resolution}
+
+
+def audit_entry_view(entry: AuditEntry) -> dict[str, Any]:
+    """An audit entry as recorded: who, with which role, when, why, the new session, the
+    request's key and each edit's JSON diff."""
+    return asdict(entry)
 
 
 def resolution_view(resolution: Resolution) -> dict[str, Any]:
@@ -47,6 +54,7 @@ def overview_view(overview: Overview) -> dict[str, Any]:
         ],
         "failure_groups": [asdict(group) for group in overview.groups],
         "unavailable": list(overview.unavailable),
+        "alerts": [asdict(alert) for alert in overview.alerts],
     }
 
 

@@ -6,15 +6,18 @@ from __future__ import annotations
 import azure.functions as func
 
 from ..bootstrap import container
+from ..domain.roles import Role
 from ..service_layer.overview import overview
 from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .operator_views import overview_view
+from .roles import requires
 
 bp = func.Blueprint()
 
 
 @bp.route(route=api_route("overview"), methods=["GET"], auth_level=FUNCTION_KEY)
 @endpoint
+@requires(Role.READER)
 def get_overview(req: func.HttpRequest) -> func.HttpResponse:
     """What the console's front page shows, as JSON."""
     c = container()

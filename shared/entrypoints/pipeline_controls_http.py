@@ -11,10 +11,12 @@ import azure.functions as func
 
 from ..bootstrap import container
 from ..domain.errors import InvalidInput
+from ..domain.roles import Role
 from ..service_layer.pauses import PipelineState
 from .http import FUNCTION_KEY, api_route, endpoint, json_response
-from .http_input import caller, json_body, route_value
+from .http_input import json_body, route_value
 from .operator_views import pause_view
+from .roles import api_caller, requires
 
 bp = func.Blueprint()
 
@@ -24,6 +26,7 @@ NOTE_EXAMPLE = '{"note": "Storage failover in progress"}'
 
 @bp.route(route=api_route("pipelines"), methods=["GET"], auth_level=FUNCTION_KEY)
 @endpoint
+@requires(Role.READER)
 def list_pipelines(req: func.HttpRequest) -> func.HttpResponse:
     """Each declared pipeline with its queue and its pause (null while it runs), as the
     instance that answers sees it."""
@@ -33,6 +36,7 @@ def list_pipelines(req: func.HttpRequest) -> func.HttpResponse:
 
 @bp.route(route=api_route("pipelines/{pipeline}"), methods=["GET"], auth_level=FUNCTION_KEY)
 @endpoint
+@requires(Role.READER)
 def get_pipeline(req: func.HttpRequest) -> func.HttpResponse:
     """One pipeline's pause and the history of its operators' pauses and resumes."""
     name = route_value(req, "pipeline")
@@ -44,23 +48,31 @@ def get_pipeline(req: func.HttpRequest) -> func.HttpResponse:
 
 @bp.route(route=api_route("pipelines/{pipeline}/pause"), methods=["POST"], auth_level=FUNCTION_KEY)
 @endpoint
+@requires(Role.OPERATOR)
 def pause_pipeline(req: func.HttpRequest) -> func.HttpResponse:
     """Pause a pipeline, with a required note: no task of it runs until it is resumed; its
     messages wait. 200 with its state (an earlier pause is kept as it was)."""
     name = route_value(req, "pipeline")
     document = json_body(req, max_bytes=MAX_NOTE_BODY_BYTES, example=NOTE_EXAMPLE)
-    state = container().pipeline_controls.pause(name, who=caller(req), note=_note(document))
+    who = api_caller(req)
+    state = container().pipeline_controls.pause(
+        name, who=who.name, note=_note(document), role=who.role_label
+    )
     return json_response(200, _state(state))
 
 
 @bp.route(route=api_route("pipelines/{pipeline}/resume"), methods=["POST"], auth_level=FUNCTION_KEY)
 @endpoint
+@requires(Role.OPERATOR)
 def resume_pipeline(req: func.HttpRequest) -> func.HttpResponse:
     """End an operator's pause of a pipeline, with a required note: 200 with its state (still
     paused by its circuit while a dependency is out of reach)."""
     name = route_value(req, "pipeline")
     document = json_body(req, max_bytes=MAX_NOTE_BODY_BYTES, example=NOTE_EXAMPLE)
-    state = container().pipeline_controls.resume(name, who=caller(req), note=_note(document))
+    who = api_caller(req)
+    state = container().pipeline_controls.resume(
+        name, who=who.name, note=_note(document), role=who.role_label
+    )
     return json_response(200, _state(state))
 
 

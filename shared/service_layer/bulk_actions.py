@@ -68,6 +68,7 @@ def confirm_bulk_action(
     *,
     who: str,
     note: str | None,
+    role: str = "",
     clock: Clock = utc_now,
 ) -> ReplayRequest:
     """Queue the bulk ``action`` the token confirms. Raises ``InvalidInput`` ("note") before
@@ -79,7 +80,14 @@ def confirm_bulk_action(
     sessions = _selected(archive, confirmation.selection)
     check(confirmation, action, (s[0] for s in sessions), clock())
     return request_bulk_replay(
-        requests, queue, confirmation.selection, action=action, who=who, note=why, clock=clock
+        requests,
+        queue,
+        confirmation.selection,
+        action=action,
+        who=who,
+        note=why,
+        role=role,
+        clock=clock,
     )
 
 

@@ -49,10 +49,12 @@ def request_bulk_replay(
     action: BulkAction = "replay",
     who: str = "",
     note: str = "",
+    role: str = "",
     clock: Clock = utc_now,
 ) -> ReplayRequest:
-    """Save the request (queued) for the sessions ``selection`` chooses by queue, task and
-    reason, and put it on the replay queue. A request that was saved but could not be queued
+    """Save the request (queued) for the sessions ``selection`` chooses by queue, task,
+    reason and time window, and put it on the replay queue; ``who`` asked for it with
+    ``role`` (each session's audit entry says so). A request that was saved but could not be queued
     is saved again as failed, then the error is raised."""
     selection.check_chooses()
     at = clock().isoformat()
@@ -66,6 +68,9 @@ def request_bulk_replay(
         action=action,
         who=who,
         note=note,
+        role=role,
+        failed_from=selection.failed_from,
+        failed_to=selection.failed_to,
     )
     store.save(request)
     try:
@@ -161,6 +166,7 @@ def _act_on_one(
                 key,
                 who=who,
                 note=request.note or f"bulk resolve {request.request_id}",
+                role=request.role,
                 action="bulk-resolve",
                 clock=clock,
             )
@@ -177,6 +183,7 @@ def _act_on_one(
                     request.note,
                     new_session_id=result.new_session_id,
                     key=key,
+                    role=request.role,
                 )
             )
     except (AlreadyReplayed, AlreadyResolved) as error:

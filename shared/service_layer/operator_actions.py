@@ -40,6 +40,7 @@ def replay_for_operator(
     key: str,
     who: str,
     note: str = "",
+    role: str = "",
     force: bool = False,
     requests: IdempotentRequests | None = None,
     clock: Clock = utc_now,
@@ -53,7 +54,7 @@ def replay_for_operator(
     result = replay_session(
         archive, resender, seeder, session_id, key, force=force, requests=requests
     )
-    _audit(audit, result, "replay", who, note, key, (), clock)
+    _audit(audit, result, "replay", (who, role), note, key, (), clock)
     return result
 
 
@@ -68,6 +69,7 @@ def edit_and_replay(
     key: str,
     who: str,
     note: str | None,
+    role: str = "",
     requests: IdempotentRequests | None = None,
     clock: Clock = utc_now,
 ) -> ReplayResult:
@@ -105,7 +107,7 @@ def edit_and_replay(
     result = replay_session(
         archive, resender, seeder, session_id, key, bodies=bodies, requests=requests
     )
-    _audit(audit, result, "edit-and-replay", who, why, key, tuple(edits), clock)
+    _audit(audit, result, "edit-and-replay", (who, role), why, key, tuple(edits), clock)
     return result
 
 
@@ -113,7 +115,7 @@ def _audit(
     audit: AuditTrail,
     result: ReplayResult,
     action: Action,
-    who: str,
+    by: tuple[str, str],
     note: str,
     key: str,
     edits: tuple[MessageEdit, ...],
@@ -124,11 +126,12 @@ def _audit(
     entry = AuditEntry(
         session_id=result.session_id,
         action=action,
-        who=who,
+        who=by[0],
         at=clock().isoformat(),
         note=note,
         new_session_id=result.new_session_id,
         edits=edits,
         key=key,
+        role=by[1],
     )
     audit.record(entry)

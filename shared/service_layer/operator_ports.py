@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol
 
+from ..domain.alerts import TimerRun
 from ..domain.audit import AuditEntry
 from ..domain.confirmations import BulkAction, Confirmation, Selection
 from ..domain.pauses import ManualPause
+from ..domain.retention import Keep
 from .ports import DeadLetterArchive, MessageResender, SessionSeeder
 
 
@@ -27,6 +29,11 @@ class AuditTrail(Protocol):
 
     def history(self, session_id: str) -> list[AuditEntry]:
         """The session's entries, oldest first; empty when there are none."""
+        ...
+
+    def between(self, start: str | None, end: str | None, *, up_to: int) -> list[AuditEntry]:
+        """Entries of every session recorded in ``[start, end)`` (ISO times; None leaves that
+        end open), at most ``up_to`` of them, in no particular order."""
         ...
 
 
@@ -58,6 +65,67 @@ class PipelinePauses(Protocol):
     def resume(self, pipeline: str) -> ManualPause | None:
         """End the pipeline's pause; returns the pause it ended (None: it ran already)."""
         ...
+
+
+class TimerRuns(Protocol):
+    def started(self, timer: str, at: str) -> None:
+        """A run of ``timer`` started at ``at``."""
+        ...
+
+    def succeeded(self, timer: str, at: str, *, started_at: str, drained: bool) -> None:
+        """The run that started at ``started_at`` ended well at ``at``; ``drained``: it left
+        nothing behind for the next run."""
+        ...
+
+    def failed(self, timer: str, at: str, error: str) -> None:
+        """A run of ``timer`` failed at ``at`` on ``error`` (a line a person can read)."""
+        ...
+
+    def find(self, timer: str) -> TimerRun | None:
+        """What the runs of ``timer`` left behind, or None before its first run."""
+        ...
+
+
+class RetentionStore(Protocol):
+    """Deletes what outlived its lifetime (``shared.domain.retention``), in batches (entity
+    group transactions of at most 100, Blob batch deletes), stopping between batches once
+    ``until`` (a ``time.monotonic()`` instant) has passed. Each returns how many rows or blobs
+    it deleted, by table or container, and whether it finished."""
+
+    def purge_idempotency_keys(self, before: str, until: float) -> Purged:
+        """Idempotency-Key records whose request started before ``before``."""
+        ...
+
+    def purge_confirmations(self, before: str, until: float) -> Purged:
+        """Bulk previews' tokens that expired before ``before``."""
+        ...
+
+    def purge_replay_requests(self, before: str, until: float) -> Purged:
+        """Bulk requests that completed or failed, last updated before ``before``; never one
+        still queued or running."""
+        ...
+
+    def purge_audit(self, before: str, until: float) -> Purged:
+        """Audit entries recorded before ``before``."""
+        ...
+
+    def purge_sessions(self, status: str, before: str, keep: Keep, until: float) -> Purged:
+        """Failed sessions ``replayed`` or ``resolved`` before ``before`` (their summary, their
+        archived messages and those messages' blobs), but for the sessions of a job in
+        ``keep``."""
+        ...
+
+    def purge_jobs(self, before: str, keep: Keep, until: float) -> Purged:
+        """Jobs that ended (completed or failed) with their last step before ``before``: an
+        order's progress, its sessions' outcomes, its charge, its order number's allocation and
+        its receipt; an import's manifest and row outcomes; any other pipeline's outcomes.
+        Never a job still running, nor one in ``keep``."""
+        ...
+
+
+class Purged(NamedTuple):
+    deleted: dict[str, int]
+    finished: bool
 
 
 class ReplayPorts(NamedTuple):

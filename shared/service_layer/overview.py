@@ -1,7 +1,7 @@
 """The console's front page in one read: orders in flight and completed, import jobs still
 running, failed sessions by group, how many were replayed or resolved, each declared pipeline
 with its queue, whether it is paused (and why), its failed sessions and its dead letters still
-waiting for the archive timer.
+waiting for the archive timer, and the alert conditions that hold now (``alerts``).
 
 During an outage the overview still answers: what could not be read is None (shown as
 unknown) and the service out of reach is named in ``unavailable``; the pauses come from this
@@ -13,18 +13,23 @@ import functools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import TypeVar
 
+from ..domain.alerts import Alert, AlertRules
 from ..domain.archive import FAILED, REPLAYED, RESOLVED
 from ..domain.errors import PipelineError
 from ..domain.import_jobs import ImportJobStatus, import_job_status
 from ..domain.order_status import OrderRecord, order_status
 from ..domain.pauses import Paused
 from ..domain.pipelines import PURCHASE_TASKS
+from ..domain.retention import iso
+from .alerts import ARCHIVE_TIMER, current_alerts
 from .circuits import Gates
+from .clock import utc_now
 from .failed_sessions import FailureGroup, group_by_status
-from .operator_ports import DeadLetterCounter
+from .operator_ports import DeadLetterCounter, TimerRuns
 from .ports import DeadLetterArchive, ImportManifests, ImportProgress, OrderProgress
 
 WAITING_COUNT_MAX = 1000  # past this the page says "1000+": counting costs a peek per 250
@@ -63,6 +68,7 @@ class Overview:
     waiting: dict[str, int | None]
     pipelines: list[PipelineCounts]  # each declared pipeline, in the registry's order
     unavailable: tuple[str, ...] = ()  # the services that could not be read, e.g. Table Storage
+    alerts: list[Alert] = field(default_factory=list)  # the conditions that hold now
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,8 @@ class Sources:
     orders: OrderProgress
     manifests: ImportManifests
     imports: ImportProgress
+    runs: TimerRuns | None = None  # the archive timer's runs, for the alerts
+    rules: AlertRules = field(default_factory=AlertRules)
 
 
 def overview(
@@ -94,7 +102,11 @@ def overview(
     declared = dict(pipelines or {})
     counted = list(dict.fromkeys([*queues, *declared.values()]))
     unavailable: dict[str, None] = {}
-    with ThreadPoolExecutor(max_workers=3 + len(counted), thread_name_prefix="overview") as pool:
+    now = utc_now()
+    window = timedelta(minutes=sources.rules.failed_sessions_window_minutes)
+    with ThreadPoolExecutor(max_workers=5 + len(counted), thread_name_prefix="overview") as pool:
+        recent = pool.submit(sources.archive.count_failed_since, iso(now - window))
+        archive_run = pool.submit(sources.runs.find, ARCHIVE_TIMER) if sources.runs else None
         orders = pool.submit(count_orders, sources.orders)
         imports = pool.submit(imports_in_progress, sources.manifests, sources.imports)
         by_status = pool.submit(group_by_status, sources.archive)
@@ -105,7 +117,7 @@ def overview(
         failed = groups.get(FAILED, []) if groups is not None else []
         waiting = {q: _read(count, unavailable) for q, count in waiting_of.items()}
         paused = gates.paused() if gates is not None else {}
-        return Overview(
+        result = Overview(
             orders=_read(orders, unavailable),
             imports=_read(imports, unavailable),
             groups=failed,
@@ -129,6 +141,16 @@ def overview(
             ],
             unavailable=tuple(unavailable),
         )
+        alerts = current_alerts(
+            sources.rules,
+            now=now,
+            waiting={q: n for q, n in waiting.items() if n is not None},
+            archive_run=_read(archive_run, unavailable) if archive_run else None,
+            failed_recently=_read(recent, unavailable) or {},
+            pipelines=declared,
+            paused={c.pipeline: c.paused for c in result.pipelines},
+        )
+        return replace(result, alerts=alerts, unavailable=tuple(unavailable))
 
 
 T = TypeVar("T")

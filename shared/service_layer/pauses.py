@@ -65,7 +65,7 @@ class PipelineControls:
         self._known(pipeline)
         return PipelineState(pipeline, self._queues[pipeline], self._gates[pipeline].paused())
 
-    def pause(self, pipeline: str, *, who: str, note: str | None) -> PipelineState:
+    def pause(self, pipeline: str, *, who: str, note: str | None, role: str = "") -> PipelineState:
         """Pause the pipeline (a note is required). Pausing a paused pipeline keeps the first
         pause, its author and note, and records nothing more."""
         self._known(pipeline)
@@ -74,10 +74,11 @@ class PipelineControls:
         kept = self._pauses.pause(pipeline, ManualPause(who, text, at))
         self._gates[pipeline].known(kept)
         if kept.at == at and kept.by == who:
-            self._audit.record(AuditEntry(audit_key(pipeline), "pause", who, at, text))
+            entry = AuditEntry(audit_key(pipeline), "pause", who, at, text, role=role)
+            self._audit.record(entry)
         return self.state(pipeline)
 
-    def resume(self, pipeline: str, *, who: str, note: str | None) -> PipelineState:
+    def resume(self, pipeline: str, *, who: str, note: str | None, role: str = "") -> PipelineState:
         """End the pipeline's pause (a note is required); a pipeline that runs stays as it
         is, and nothing is recorded."""
         self._known(pipeline)
@@ -86,7 +87,8 @@ class PipelineControls:
         self._gates[pipeline].known(None)
         if ended is not None:
             at = self._clock().isoformat()
-            self._audit.record(AuditEntry(audit_key(pipeline), "resume", who, at, text))
+            entry = AuditEntry(audit_key(pipeline), "resume", who, at, text, role=role)
+            self._audit.record(entry)
         return self.state(pipeline)
 
     def history(self, pipeline: str) -> list[AuditEntry]:

@@ -275,6 +275,11 @@ class DeadLetterArchive(Protocol):
         session counted, cheaply enough for a page that asks every few seconds."""
         ...
 
+    def count_failed_since(self, since: str) -> Mapping[str, int]:
+        """How many sessions of each queue failed at ``since`` (an ISO time) or later, whatever
+        they are now (failed, replayed, resolved); as cheap as ``count_sessions``."""
+        ...
+
     def claim_replay(self, session_id: str, claim: ReplayClaim) -> ReplayClaim:
         """Record ``claim`` on the session's summary unless it holds one, atomically (of any
         number of concurrent claims exactly one is recorded); return the claim that holds.

@@ -35,6 +35,7 @@ def resolve_session(
     *,
     who: str,
     note: str | None,
+    role: str = "",
     action: Action = "resolve",
     requests: IdempotentRequests | None = None,
     clock: Clock = utc_now,
@@ -58,7 +59,7 @@ def resolve_session(
             raise claimed_elsewhere(session_id, claim)
         # Recorded by every run with the key: once only (the entry is keyed by it), and
         # never missing after a run that died between the claim and the record.
-        audit.record(AuditEntry(session_id, action, who, claim.claimed_at, why, key=key))
+        audit.record(AuditEntry(session_id, action, who, claim.claimed_at, why, key=key, role=role))
         return Resolution(session_id, claim.claimed_at, key, who, why)
 
     if requests is None:

@@ -274,6 +274,7 @@ def storage_app(azurite_connection_string: str) -> Iterator[StorageApp]:
     from shared.adapters.table_idempotency import TableIdempotencyRecords
     from shared.adapters.table_pipeline_pauses import TablePipelinePauses
     from shared.adapters.table_replay_requests import TableReplayRequests
+    from shared.adapters.table_timer_runs import TableTimerRuns
 
     storage = StorageConnectionSettings(connection_string=azurite_connection_string)
     tables, blobs, queues = table_service(storage), blob_service(storage), queue_service(storage)
@@ -286,8 +287,11 @@ def storage_app(azurite_connection_string: str) -> Iterator[StorageApp]:
         f"operatoraudit{suffix}",
         f"confirmations{suffix}",
         f"pipelinepauses{suffix}",
+        f"timerruns{suffix}",
     ]
-    rows, sessions, requests, keys, audit, tokens, pauses = (tables.create_table(n) for n in names)
+    rows, sessions, requests, keys, audit, tokens, pauses, runs = (
+        tables.create_table(n) for n in names
+    )
     bodies = blobs.create_container(f"bodies-{suffix}")
     queue = replay_queue_client(queues.create_queue(f"replays-{suffix}"))
 
@@ -309,6 +313,7 @@ def storage_app(azurite_connection_string: str) -> Iterator[StorageApp]:
         audit_trail=TableAuditTrail(audit),
         confirmations=TableConfirmations(tokens),
         pipeline_pauses=TablePipelinePauses(pauses),
+        timer_runs=TableTimerRuns(runs),
         order_progress=InMemoryOrderProgress(),
         import_progress=InMemoryImportProgress(),
         import_manifests=InMemoryImportManifests(),

@@ -21,13 +21,12 @@ from shared.adapters.table_archive import TableDeadLetterArchive
 from shared.domain.archive import FailureRecord, replay_session_id
 from shared.domain.pipelines import PURCHASE_TASKS
 from shared.entrypoints.archive_timer import archive_dead_letters
+from shared.entrypoints.bulk_http import get_replay, request_replay
 from shared.entrypoints.failed_sessions_http import (
     failed_session_groups,
     get_failed_session,
-    get_replay,
     list_failed_sessions,
     replay_failed_session,
-    request_replay,
 )
 from shared.entrypoints.replay_queue import replay_requests
 from tests.builders import NOW, purchase_dead_letter
@@ -95,10 +94,11 @@ def _post(
     params: dict[str, str] | None = None,
     **route: str,
 ) -> func.HttpResponse:
+    sent_as = {"Content-Type": "application/json"} if body else {}
     request = func.HttpRequest(
         method="POST",
         url=f"{BASE}/{path}",
-        headers=headers or {},
+        headers={**sent_as, **(headers or {})},
         params=params or {},
         route_params=route,
         body=body,

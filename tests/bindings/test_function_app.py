@@ -12,9 +12,10 @@ from function_app import app
 from shared.service_layer.pipelines import registry
 
 # get_functions() indexes the app, and indexing twice fails on "duplicate" names: once here.
-FUNCTIONS = {
-    str(f.get_function_name()): json.loads(f.get_function_json()) for f in app.get_functions()
-}
+INDEXED = app.get_functions()
+FUNCTIONS = {str(f.get_function_name()): json.loads(f.get_function_json()) for f in INDEXED}
+# Each function's Python function, as the worker calls it.
+USER_FUNCTIONS = {str(f.get_function_name()): f.get_user_function() for f in INDEXED}
 
 
 def _functions() -> dict[str, dict[str, Any]]:
@@ -50,6 +51,9 @@ HTTP_ROUTES = {
     "get_pipeline": ("api/pipelines/{pipeline}", ["GET"]),
     "pause_pipeline": ("api/pipelines/{pipeline}/pause", ["POST"]),
     "resume_pipeline": ("api/pipelines/{pipeline}/resume", ["POST"]),
+    "export_failed_sessions_csv": ("api/exports/failed-sessions", ["GET"]),
+    "get_audit": ("api/audit", ["GET"]),
+    "export_audit_csv": ("api/exports/audit", ["GET"]),
 }
 
 
@@ -73,6 +77,9 @@ CONSOLE_ROUTES = {
     "console_bulk_progress": ("console/bulk/{request_id}", ["GET"]),
     "console_order": ("console/orders", ["GET"]),
     "console_import": ("console/imports/{job_id}", ["GET"]),
+    "console_audit": ("console/audit", ["GET"]),
+    "console_export_audit": ("console/exports/audit", ["GET"]),
+    "console_export_sessions": ("console/exports/failed-sessions", ["GET"]),
 }
 
 
@@ -98,6 +105,7 @@ def test_the_app_has_every_blueprint_registered() -> None:
         "product_import_tasks",
         *(name for p in registry() for name in p.function_names),
         "archive_dead_letters",
+        "purge_expired_records",
         "replay_requests",
     }
 
@@ -196,6 +204,13 @@ def test_the_console_routes_are_anonymous_to_the_host_and_live_under_console() -
         assert trigger["type"] == "httpTrigger", name
         assert (trigger["route"], sorted(trigger["methods"])) == (route, methods), name
         assert trigger["authLevel"] == func.AuthLevel.ANONYMOUS.name, name
+
+
+def test_the_purge_timer_runs_on_a_schedule_setting() -> None:
+    trigger = _trigger("purge_expired_records")
+    assert trigger["type"] == "timerTrigger"
+    assert trigger["schedule"] == "%PURGE_SCHEDULE%"
+    assert trigger["useMonitor"] is True
 
 
 def test_the_archive_timer_runs_on_a_schedule_setting() -> None:

@@ -14,10 +14,10 @@ import pytest
 
 from shared.domain.idempotency import IdempotencyRecord, fingerprint
 from shared.domain.orders import parse_order
+from shared.entrypoints.bulk_http import request_replay
 from shared.entrypoints.failed_sessions_http import (
     list_failed_sessions,
     replay_failed_session,
-    request_replay,
 )
 from shared.entrypoints.orders_http import get_order, submit_order_http
 from tests.builders import order_document
@@ -43,10 +43,11 @@ def request(
     params: dict[str, str] | None = None,
     route: dict[str, str] | None = None,
 ) -> func.HttpRequest:
+    sent_as = {"Content-Type": "application/json"} if body else {}
     return func.HttpRequest(
         method=method,
         url=f"{BASE}/{path}",
-        headers=headers or {},
+        headers={**sent_as, **(headers or {})},
         params=params or {},
         route_params=route or {},
         body=body,
@@ -348,12 +349,12 @@ def test_a_hostile_bulk_replay_is_refused_and_queues_nothing(
 
 
 @pytest.mark.integration
-def test_a_bulk_replay_without_task_or_reason_says_so_in_a_sentence(
+def test_a_bulk_replay_without_task_reason_or_window_says_so_in_a_sentence(
     storage_app: StorageApp,
 ) -> None:
     response = request_replay(request("POST", "replays", body=b'{"queue": "purchase-tasks"}'))
 
     document = problem_of(response, 400)
-    assert document["detail"].startswith("task or reason is required: ")
+    assert document["detail"].startswith("task or reason (or a window: failed_from, failed_to) ")
     assert field_and_problem(document)[0] == "task"
     assert storage_app.replay_queue.peek_messages() == []

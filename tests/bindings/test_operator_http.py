@@ -15,15 +15,14 @@ import pytest
 
 from shared.domain.archive import replay_session_id
 from shared.domain.envelope import TaskMessage
+from shared.entrypoints.bulk_http import confirm_bulk, preview_bulk
 from shared.entrypoints.failed_sessions_http import (
-    confirm_bulk,
     edit_and_replay_session,
     failed_session_fingerprint,
     failed_session_fingerprints,
     failed_session_history,
     get_failed_session,
     list_failed_sessions,
-    preview_bulk,
     replay_failed_session,
     resolve_failed_session,
 )

@@ -11,8 +11,8 @@ import azure.functions as func
 import pytest
 
 from shared.bootstrap import container
+from shared.domain.audit import key_holder
 from shared.domain.pipelines import PRODUCT_IMPORT, PURCHASE
-from shared.entrypoints.http_input import key_holder
 from shared.entrypoints.overview_http import get_overview
 from shared.entrypoints.pipeline_controls_http import (
     get_pipeline,

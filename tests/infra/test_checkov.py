@@ -15,6 +15,12 @@ import pytest
 from .conftest import INFRA, ROOT
 
 CHECKOV_VENV = ROOT / ".venv-checkov"
+# Files checkov cannot read, each with why nothing goes unchecked: checkov's Bicep parser
+# (pycep-parser 0.5, which checkov pins) predates Bicep extensions (`extension
+# microsoftGraphV1`), and this file declares only Microsoft.Graph resources, for which checkov
+# has no check; tests/infra/test_bicep.py parses it with a current pycep-parser, and
+# tests/infra/test_console_auth.py checks what it declares.
+NOT_FOR_CHECKOV = ("app/console-app.bicep",)
 
 pytestmark = [pytest.mark.infra, pytest.mark.timeout(600)]
 
@@ -37,6 +43,7 @@ def report() -> dict:
             "bicep",
             "--skip-download",
             "--compact",
+            *(arg for path in NOT_FOR_CHECKOV for arg in ("--skip-path", path)),
             "-o",
             "json",
         ],

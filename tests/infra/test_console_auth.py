@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from typing import Any
 
 import pycep
 
+from shared.domain.roles import APP_ROLES, role_named
 from tests.bindings.test_function_app import FUNCTIONS
 
 from .conftest import INFRA
@@ -80,13 +82,61 @@ def test_every_api_route_keeps_its_function_key_and_every_console_route_is_prote
 def test_main_deploys_easy_auth_when_the_console_has_an_app_registration() -> None:
     main = (INFRA / "main.bicep").read_text()
     module = re.search(
-        r"module consoleAuth 'app/console-auth.bicep' = if \(!empty\(consoleAuthClientId\)\) "
-        r"\{(.*?)\n\}",
+        r"module consoleAuth 'app/console-auth.bicep' = "
+        r"if \(!empty\(consoleAuthClientId\) \|\| createConsoleApp\) \{(.*?)\n\}",
         main,
         re.DOTALL,
     )
     assert module, "main.bicep deploys app/console-auth.bicep"
     assert "functionAppName: functionApp.outputs.name" in module.group(1)
-    assert "clientId: consoleAuthClientId" in module.group(1)
+    # The registration made here (with its app roles), else the one given.
+    assert (
+        "clientId: createConsoleApp ? consoleApp.outputs.clientId : consoleAuthClientId"
+        in module.group(1)
+    )
+    assert re.search(r"module consoleApp 'app/console-app.bicep' = if \(createConsoleApp\)", main)
     parameters = json.loads((INFRA / "main.parameters.json").read_text())["parameters"]
     assert parameters["consoleAuthClientId"]["value"] == "${CONSOLE_AUTH_CLIENT_ID=}"
+    assert parameters["createConsoleApp"]["value"] == "${CREATE_CONSOLE_APP=false}"
+
+
+ROLES_FILE = INFRA / "app" / "console-roles.json"
+
+
+def test_the_app_registration_declares_the_roles_the_console_checks() -> None:
+    declared = json.loads(ROLES_FILE.read_text())
+    assert {role["value"]: role_named(role["value"].split(".")[1]) for role in declared} == (
+        APP_ROLES
+    )
+    assert len({uuid.UUID(role["id"]) for role in declared}) == len(declared)
+    for role in declared:
+        assert role["allowedMemberTypes"] == ["User"] and role["isEnabled"] is True
+        assert role["displayName"] and role["description"]
+
+
+def test_only_people_given_a_role_can_sign_in_to_the_console() -> None:
+    tree = pycep.BicepParser().parse(text=(INFRA / "app" / "console-app.bicep").read_text())
+    assert "microsoftGraphV1" in tree["extensions"]
+    resources = {r["type"]: r["config"] for r in tree["resources"].values()}
+    application = resources["Microsoft.Graph/applications"]
+    loaded = application["appRoles"]["function"]
+    assert loaded["type"] == "load_json_content"
+    assert loaded["parameters"]["file_path"] == ROLES_FILE.name
+    assert application["signInAudience"] == "AzureADMyOrg"
+    assert application["web"]["implicitGrantSettings"]["enableIdTokenIssuance"] is True
+    [redirect] = application["web"]["redirectUris"]
+    assert redirect.endswith(".azurewebsites.net/.auth/login/aad/callback")
+    principal = resources["Microsoft.Graph/servicePrincipals"]
+    assert principal["appRoleAssignmentRequired"] is True  # no role, no sign-in
+    accessor = principal["appId"]["operator"]
+    assert accessor["operands"] == {"operand_1": "consoleApp", "operand_2": "appId"}
+    # The registration's id is what Easy Auth validates sign-ins against.
+    assert re.search(r"^output clientId string = consoleApp.appId$", _text("console-app"), re.M)
+    bicepconfig = json.loads((INFRA / "bicepconfig.json").read_text())
+    assert bicepconfig["extensions"]["microsoftGraphV1"].startswith(
+        "br:mcr.microsoft.com/bicep/extensions/microsoftgraph/v1.0:"
+    )
+
+
+def _text(module: str) -> str:
+    return (INFRA / "app" / f"{module}.bicep").read_text()

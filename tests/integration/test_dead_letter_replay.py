@@ -49,11 +49,10 @@ from shared.domain.pipelines import IMPORT_PRODUCT, PRODUCT_IMPORT, PURCHASE, im
 from shared.domain.products import Product
 from shared.domain.receipt_emails import receipt_request_id
 from shared.domain.session_state import decode_session_state
+from shared.entrypoints.bulk_http import get_replay, request_replay
 from shared.entrypoints.failed_sessions_http import (
     get_failed_session,
-    get_replay,
     replay_failed_session,
-    request_replay,
 )
 from shared.entrypoints.imports_http import get_import
 from shared.entrypoints.replay_queue import replay_requests
@@ -112,6 +111,7 @@ def app_environ(
         "AzureWebJobsStorage": azurite_connection_string,
         "CommunicationServicesConnection": email_service.connection_string,
         "TASK_RETRY_WINDOW_SECONDS": "0",
+        "PUBLIC_BASE_URL": "http://localhost:7071",  # where the API's URLs start
     }
     queue_service(storage_settings).delete_queue(replay_queue)
 

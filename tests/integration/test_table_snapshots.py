@@ -133,3 +133,22 @@ def test_orders_past_the_counted_bound_are_not_kept(table: TableClient) -> None:
     progress.accept("o/0", "s-0", "t")
     assert [r.job_id for r in progress.records(up_to=2)] == ["o/0", "o/1"]
     assert [r.job_id for r in progress.records(up_to=10)] == ["o/0", "o/1", "o/2", "o/3"]
+
+
+def test_rows_the_purge_deleted_leave_a_snapshot_at_its_next_whole_read(
+    table: TableClient,
+) -> None:
+    for n in range(3):
+        table.upsert_entity({"PartitionKey": f"p{n}", "RowKey": "r", "n": n})
+    every_read_whole = TableSnapshot(table, select=("n",), full_read_every=timedelta(0))
+    now_and_then = TableSnapshot(table, select=("n",), full_read_every=timedelta(hours=1))
+    for snapshot in (every_read_whole, now_and_then):
+        with snapshot.refreshed() as (rows, _):
+            assert set(rows) == {"p0", "p1", "p2"}
+
+    table.delete_entity("p1", "r")  # as the purge deletes
+
+    with every_read_whole.refreshed() as (rows, _):
+        assert set(rows) == {"p0", "p2"}
+    with now_and_then.refreshed() as (rows, _):
+        assert set(rows) == {"p0", "p1", "p2"}  # until its next whole read, within the hour

@@ -41,12 +41,16 @@ GroupKey = tuple[str, str, str | None, str]
 
 @dataclass(frozen=True)
 class SummaryFilter:
-    """Which failed sessions to list: each field that is set must match."""
+    """Which failed sessions to list: each field that is set must match. ``failed_from`` and
+    ``failed_to`` (ISO times, ``shared.domain.time_windows``) choose the sessions that failed
+    in ``[failed_from, failed_to)``."""
 
     queue: str | None = None
     task: str | None = None
     reason: str | None = None
     status: str | None = None  # "failed", "replayed", "resolved", or None for any
+    failed_from: str | None = None
+    failed_to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class FailedSession:
     replayed_at: str | None = None
     claim: ReplayClaim | None = None  # set when a replay claimed it, before anything is sent
     trace_id: str | None = None  # the failed session's trace (its order's)
+    job_id: str | None = None  # the job its messages carry (None in summaries made before)
 
 
 def summarize(
@@ -97,4 +102,5 @@ def summarize(
         replay_key=last_replay.replay_key if last_replay else None,
         replayed_at=last_replay.replayed_at if last_replay else None,
         trace_id=next((r.trace_id for r in rows if r.trace_id), None),
+        job_id=next((r.job_id for r in rows if r.job_id), None),
     )

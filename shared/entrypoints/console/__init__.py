@@ -7,6 +7,6 @@ services read, ``actions`` and ``bulk`` carry out what operators decide. Beside 
 services return into what the templates show, ``render`` turns the templates into HTML
 (escaped by default)."""
 
-from . import actions, bulk, frame, pages
+from . import actions, bulk, frame, pages, records
 
-BLUEPRINTS = (frame.bp, pages.bp, actions.bp, bulk.bp)
+BLUEPRINTS = (frame.bp, pages.bp, actions.bp, bulk.bp, records.bp)

@@ -1,7 +1,8 @@
 """The console's actions on one failed session: each a POST carrying the page's CSRF token
-(checked by ``console_view``) and an action id (the request's Idempotency-Key), carried out
-by one service and answered with a redirect to the session's page, which shows the outcome
-(or an error page saying why not)."""
+(checked by ``console_view``, with the operator's role: Operator to replay or resolve, Editor
+to edit) and an action id (the request's Idempotency-Key), carried out by one service and
+answered with a redirect to the session's page, which shows the outcome (or an error page
+saying why not)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ import azure.functions as func
 from ...bootstrap import container
 from ...bootstrap.operator_desk import Ask, OperatorDesk
 from ...domain.errors import InvalidInput
+from ...domain.roles import Role
 from ...service_layer.failed_sessions import get_failed_session
 from ...service_layer.operator_actions import console_key
 from ..http_input import route_value
+from ..roles import requires
 from . import views
 from .frame import ANONYMOUS, Visit, console_view, redirect
 
@@ -31,6 +34,7 @@ def console_replay(visit: Visit) -> func.HttpResponse:
 
 @bp.route(route="console/sessions/{session_id}/edit", methods=["GET", "POST"], auth_level=ANONYMOUS)
 @console_view
+@requires(Role.EDITOR)
 def console_edit(visit: Visit) -> func.HttpResponse:
     """The session's messages as editable JSON; sent, the edited ones are checked like the
     originals and the session is replayed with them (a note says why)."""
@@ -72,7 +76,10 @@ def console_pause(visit: Visit) -> func.HttpResponse:
     """Pause a pipeline, with a required note; then the overview, which shows it paused."""
     pipeline = route_value(visit.req, "pipeline")
     container().pipeline_controls.pause(
-        pipeline, who=visit.operator.name, note=visit.form.get("note")
+        pipeline,
+        who=visit.operator.name,
+        note=visit.form.get("note"),
+        role=visit.operator.caller.role_label,
     )
     return redirect(visit.base)
 
@@ -83,7 +90,10 @@ def console_resume(visit: Visit) -> func.HttpResponse:
     """End an operator's pause of a pipeline, with a required note; then the overview."""
     pipeline = route_value(visit.req, "pipeline")
     container().pipeline_controls.resume(
-        pipeline, who=visit.operator.name, note=visit.form.get("note")
+        pipeline,
+        who=visit.operator.name,
+        note=visit.form.get("note"),
+        role=visit.operator.caller.role_label,
     )
     return redirect(visit.base)
 
@@ -100,4 +110,4 @@ def _act_on_session(
 def _ask(visit: Visit) -> Ask:
     """The form's request: keyed by the action id the page was rendered with."""
     key = console_key(visit.form.get("action_id", ""))
-    return Ask(key, visit.operator.name, visit.form.get("note"))
+    return Ask(key, visit.operator.name, visit.form.get("note"), visit.operator.caller.role_label)

@@ -1,5 +1,6 @@
-"""What every console page goes through: who may see it (``console_view``), the CSRF check of
-every POST, the services' errors as pages, and signing in and out; plus the static assets.
+"""What every console page goes through: who may see it and act on it (``console_view``: signed
+in, with the role the view needs), the CSRF check of every POST, the services' errors as pages,
+and signing in and out; plus the static assets.
 
 The routes are anonymous to the Functions host: the console lets people in itself
 (``access``: a function key kept in a cookie locally, App Service Authentication
@@ -18,8 +19,10 @@ import azure.functions as func
 
 from ...bootstrap import container
 from ...domain.errors import PipelineError, ServiceUnavailable, TooLarge
+from ...domain.roles import Role
 from ..http import detail_of, retry_after, status_of, traced
 from ..http_input import route_value
+from ..roles import REQUIRED_ROLE, required_role
 from .access import (
     CSRF_FIELD,
     KEY_COOKIE,
@@ -61,9 +64,13 @@ View = Callable[[Visit], func.HttpResponse]
 
 
 def console_view(view: View) -> Callable[[func.HttpRequest], func.HttpResponse]:
-    """Let the operator in (or show the sign-in page with 401), check the CSRF token of a POST
-    (403 without it), and turn the services' errors into pages. Each request is a span, as
-    the API's are (``traced``)."""
+    """Let the operator in (or show the sign-in page with 401), check their role (403 and
+    nothing done when it is lower than the view's: the role it declares with ``@requires``,
+    else Reader to read and Operator to POST), check the CSRF token of a POST (403 without
+    it), and turn the services' errors into pages. Each request is a span, as the API's are
+    (``traced``)."""
+    declared = required_role(view)
+    any_role = getattr(view, OPEN_TO_EVERY_ROLE, False)
 
     def wrapper(req: func.HttpRequest) -> func.HttpResponse:
         base = console_base(req.url)
@@ -71,6 +78,9 @@ def console_view(view: View) -> Callable[[func.HttpRequest], func.HttpResponse]:
         operator = identify(settings, req.headers, path=base, secure=_secure(req))
         if operator is None:
             return _sign_in(base, status=401, next_path=urlsplit(req.url).path)
+        needed = declared or (Role.READER if req.method in ("GET", "HEAD") else Role.OPERATOR)
+        if not any_role and not operator.may(needed):
+            return _refused(base, operator, needed, f"{req.method} {urlsplit(req.url).path}")
         try:
             form = _form(req) if req.method == "POST" else {}
         except TooLarge as error:
@@ -97,7 +107,22 @@ def console_view(view: View) -> Callable[[func.HttpRequest], func.HttpResponse]:
     wrapper.__name__ = wrapper.__qualname__ = view.__name__
     wrapper.__doc__ = view.__doc__
     wrapper.__module__ = view.__module__
+    setattr(wrapper, REQUIRED_ROLE, declared)
     return traced(wrapper)
+
+
+# A view every signed-in person may use, whatever their role (signing out).
+OPEN_TO_EVERY_ROLE = "open_to_every_role"
+
+
+def _refused(base: str, operator: Operator, needed: Role, action: str) -> func.HttpResponse:
+    """403: the operator's role does not allow the view; nothing was done."""
+    has = f"the role {operator.role.label}" if operator.role else "no role of this app"
+    detail = (
+        f"{action} needs the role {needed.label} (or higher); you ({operator.name}) have {has}. "
+        "Nothing was done. Ask whoever runs this app for the role."
+    )
+    return _error(base, operator, 403, "Your role does not allow this", detail)
 
 
 _CSRF_HELP = (
@@ -138,8 +163,15 @@ _KEY_FORMAT = "Paste a function key: letters, digits and - _ = / . + ~ only, at 
 _KEY_WRONG = "That is not one of this app's function keys (make up prints the host key)."
 
 
+def every_role(view: View) -> View:
+    """Mark a view that every signed-in person may use, whatever their role (signing out)."""
+    setattr(view, OPEN_TO_EVERY_ROLE, True)
+    return view
+
+
 @bp.route(route="console/sign-out", methods=["POST"], auth_level=ANONYMOUS)
 @console_view
+@every_role
 def console_sign_out(visit: Visit) -> func.HttpResponse:
     response = redirect(f"{visit.base}/sign-in")
     response.headers["Set-Cookie"] = cookie(

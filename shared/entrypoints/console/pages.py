@@ -11,6 +11,7 @@ import azure.functions as func
 from ...bootstrap import container
 from ...domain.archive import STATUS_CHOICES, SummaryFilter, status_filter
 from ...domain.errors import NotFound
+from ...domain.time_windows import time_window
 from ...service_layer import failed_sessions
 from ...service_layer.fingerprints import failure_fingerprints, sessions_with_fingerprint
 from ...service_layer.history import session_history
@@ -56,7 +57,8 @@ def console_sessions(visit: Visit) -> func.HttpResponse:
     params = visit.req.params
     status = choice(params.get("status"), STATUS_CHOICES, "failed")
     filters = {name: query_text(visit.req, name) for name in ("queue", "task", "reason")}
-    selected = SummaryFilter(**filters, status=status_filter(status))
+    window = dict(zip(WINDOW, console_window(visit, WINDOW), strict=True))
+    selected = SummaryFilter(**filters, status=status_filter(status), **window)
     archive = container().archive
     wanted = query_text(visit.req, "fingerprint")
     causes = failure_fingerprints(archive, selected)
@@ -75,7 +77,23 @@ def console_sessions(visit: Visit) -> func.HttpResponse:
         causes=causes,
         fingerprint=wanted,
         filters=filters,
+        window=window,
+        linked={**filters, **window},  # what the page's links carry on
         status=status,
+    )
+
+
+WINDOW = ("failed_from", "failed_to")
+
+
+def console_window(visit: Visit, names: tuple[str, str]) -> tuple[str | None, str | None]:
+    """A time window from the page's query: ISO 8601 times, UTC unless they say otherwise
+    (the form's fields say so)."""
+    return time_window(
+        query_text(visit.req, names[0], max_length=64),
+        query_text(visit.req, names[1], max_length=64),
+        names=names,
+        assume_utc=True,
     )
 
 

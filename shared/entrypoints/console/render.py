@@ -10,6 +10,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from ...domain.roles import Role
 from .views import session_path, sessions_query
 
 # style-src without 'unsafe-inline': htmx is told not to inject its indicator styles
@@ -45,7 +46,7 @@ def _environment() -> Environment:
         lstrip_blocks=True,
     )
     # The links every page may draw: a session's page, a list of sessions by filters.
-    environment.globals.update(session_path=session_path, query=sessions_query)
+    environment.globals.update(session_path=session_path, query=sessions_query, roles=Role)
     return environment
 
 

@@ -1,0 +1,393 @@
+"""The purge's deletes in Table and Blob Storage (``RetentionStore``): each kind of record found
+by a filtered query (the columns its age and state are read from, no more), then deleted in
+entity group transactions of at most 100 rows of one partition (Table Storage's limit, which
+Azurite also needs kept) and in Blob batch deletes of at most 256 blobs (the service's limit per
+batch: https://learn.microsoft.com/rest/api/storageservices/blob-batch).
+
+A transaction that finds a row gone (another purge, or a row deleted in between) fails whole
+(404); its rows are then deleted one by one, which succeeds for a row already gone, as does a
+blob delete that finds nothing (``delete_blobs`` reports each result). Budget: between two
+batches (two sessions, two jobs) the purge stops once ``time.monotonic()`` passes ``until``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+from azure.core.exceptions import HttpResponseError
+from azure.data.tables import TableClient
+from azure.storage.blob import ContainerClient
+
+from ..domain.archive import REPLAYED
+from ..domain.import_jobs import import_job_status
+from ..domain.order_status import order_status
+from ..domain.payments import payment_idempotency_key
+from ..domain.pipelines import PURCHASE_TASKS
+from ..domain.retention import Keep
+from ..service_layer.operator_ports import Purged
+from .azure_clients import (
+    DEAD_LETTER_BODIES_CONTAINER,
+    DEAD_LETTERS_TABLE,
+    FAILED_SESSIONS_TABLE,
+    IDEMPOTENCY_TABLE,
+    IMPORT_PROGRESS_TABLE,
+    ORDER_NUMBERS_TABLE,
+    ORDER_PROGRESS_TABLE,
+    PAYMENTS_TABLE,
+    RECEIPTS_CONTAINER,
+    REPLAY_REQUESTS_TABLE,
+)
+from .azure_errors import TABLE_STORAGE, translated
+from .blob_receipts import receipt_blob_name
+from .table_audit import AUDIT_TABLE
+from .table_batches import TRANSACTION_MAX_OPERATIONS
+from .table_confirmations import CONFIRMATIONS_TABLE
+from .table_failed_sessions import SUMMARY_ROW
+from .table_import_manifests import IMPORT_JOBS_TABLE, manifest_of
+from .table_import_progress import TableImportProgress
+from .table_keys import table_key
+from .table_order_numbers import allocation_keys
+from .table_order_progress import order_record
+from .table_session_outcomes import SESSION_OUTCOMES_TABLE
+
+BLOB_BATCH_MAX = 256
+PARALLEL_JOBS = 8  # jobs purged at a time
+_KEYS = ["PartitionKey", "RowKey"]
+Key = tuple[str, str]
+
+
+class TableRetention:
+    """Implements RetentionStore over the app's tables and containers, by their names (the
+    constants of ``azure_clients`` and the adapters)."""
+
+    def __init__(
+        self,
+        tables: Mapping[str, TableClient],
+        containers: Mapping[str, ContainerClient],
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._tables = tables
+        self._containers = containers
+        self._monotonic = monotonic
+
+    # -- records with a time of their own -----------------------------------------------------
+
+    @translated(TABLE_STORAGE)
+    def purge_idempotency_keys(self, before: str, until: float) -> Purged:
+        return self._purge_where(IDEMPOTENCY_TABLE, "started_at lt @before", before, until)
+
+    @translated(TABLE_STORAGE)
+    def purge_confirmations(self, before: str, until: float) -> Purged:
+        return self._purge_where(CONFIRMATIONS_TABLE, "expires_at lt @before", before, until)
+
+    @translated(TABLE_STORAGE)
+    def purge_replay_requests(self, before: str, until: float) -> Purged:
+        where = "updated_at lt @before and ( status eq 'completed' or status eq 'failed' )"
+        return self._purge_where(REPLAY_REQUESTS_TABLE, where, before, until)
+
+    @translated(TABLE_STORAGE)
+    def purge_audit(self, before: str, until: float) -> Purged:
+        return self._purge_where(AUDIT_TABLE, "at lt @before", before, until)
+
+    def _purge_where(self, table: str, where: str, before: str, until: float) -> Purged:
+        client = self._tables[table]
+        found = client.query_entities(
+            where, parameters={"before": before}, select=_KEYS, results_per_page=1000
+        )
+        deleted, finished = self._delete_rows(client, (_key(e) for e in found), until)
+        return Purged({table: deleted}, finished)
+
+    # -- failed sessions ------------------------------------------------------------------------
+
+    @translated(TABLE_STORAGE)
+    def purge_sessions(self, status: str, before: str, keep: Keep, until: float) -> Purged:
+        if status == REPLAYED:
+            where = "RowKey eq @row and status eq 'replayed' and replayed_at lt @before"
+        else:
+            where = "RowKey eq @row and claim_action eq 'resolve' and claimed_at lt @before"
+        summaries = self._tables[FAILED_SESSIONS_TABLE].query_entities(
+            where,
+            parameters={"row": SUMMARY_ROW, "before": before},
+            select=["PartitionKey", "RowKey", "job_id"],
+        )
+        deleted = _Counts()
+        for summary in summaries:
+            if self._monotonic() >= until:
+                return Purged(deleted.counts, False)
+            self._purge_session(summary, keep, deleted)
+        return Purged(deleted.counts, True)
+
+    def _purge_session(self, summary: Any, keep: Keep, deleted: _Counts) -> None:
+        """The session's archived messages and their blobs, then its summary; nothing of a
+        session whose job is kept."""
+        rows_table = self._tables[DEAD_LETTERS_TABLE]
+        rows = list(
+            rows_table.query_entities(
+                "PartitionKey eq @pk",
+                parameters={"pk": summary["PartitionKey"]},
+                select=["PartitionKey", "RowKey", "job_id", "body_blob"],
+            )
+        )
+        jobs = {summary.get("job_id")} | {row.get("job_id") for row in rows}
+        if jobs & keep.jobs:
+            return
+        blobs = [str(row["body_blob"]).split("/", 1)[1] for row in rows if row.get("body_blob")]
+        deleted.add(
+            DEAD_LETTER_BODIES_CONTAINER, self._delete_blobs(DEAD_LETTER_BODIES_CONTAINER, blobs)
+        )
+        deleted.add(DEAD_LETTERS_TABLE, self._delete_rows(rows_table, map(_key, rows))[0])
+        summaries = self._tables[FAILED_SESSIONS_TABLE]
+        deleted.add(FAILED_SESSIONS_TABLE, self._delete_rows(summaries, [_key(summary)])[0])
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    @translated(TABLE_STORAGE)
+    def purge_jobs(self, before: str, keep: Keep, until: float) -> Purged:
+        deleted = _Counts()
+        seen: set[str] = set()  # partitions of the session outcomes already decided
+        for step in (self._purge_orders, self._purge_imports, self._purge_outcomes):
+            if not step(before, keep, until, deleted, seen):
+                return Purged(deleted.counts, False)
+        return Purged(deleted.counts, True)
+
+    def _purge_orders(
+        self, before: str, keep: Keep, until: float, deleted: _Counts, seen: set[str]
+    ) -> bool:
+        """Orders that completed or failed, their last step before ``before``: the charge,
+        the receipt, the order number's allocation, the outcomes, then the progress. The
+        orders with a step recorded before ``before`` are found first (only their keys are
+        read), then each one's rows; ``PARALLEL_JOBS`` orders are purged at a time."""
+        progress = self._tables[ORDER_PROGRESS_TABLE]
+        old = progress.query_entities(
+            "at lt @before", parameters={"before": before}, select=["PartitionKey"]
+        )
+        expired = []
+        for partition in dict.fromkeys(str(e["PartitionKey"]) for e in old):
+            seen.add(partition)
+            rows = list(
+                progress.query_entities("PartitionKey eq @pk", parameters={"pk": partition})
+            )
+            if not rows:
+                continue
+            record = order_record(partition, sorted(rows, key=lambda r: str(r["RowKey"])))
+            status = order_status(
+                record, PURCHASE_TASKS, order_number=None, charged=None, failure=None, claim=None
+            ).status
+            last = max(str(row.get("at") or "") for row in rows)
+            if (
+                status in ("completed", "failed")
+                and last < before
+                and record.job_id not in keep.jobs
+            ):
+                expired.append((record.job_id, partition, rows))
+        return self._each(
+            expired, lambda order: self._purge_order(*order, keep=keep, deleted=deleted), until
+        )
+
+    def _each(self, items: list[Any], purge: Callable[[Any], None], until: float) -> bool:
+        """``purge`` each item, ``PARALLEL_JOBS`` at a time (each is a few requests to other
+        partitions, mostly waiting); False when ``until`` passed before the last."""
+        with ThreadPoolExecutor(PARALLEL_JOBS, thread_name_prefix="purge") as pool:
+            for start in range(0, len(items), PARALLEL_JOBS):
+                if self._monotonic() >= until:
+                    return False
+                list(pool.map(purge, items[start : start + PARALLEL_JOBS]))
+        return True
+
+    def _purge_order(
+        self, job_id: str, partition: str, rows: list[Any], *, keep: Keep, deleted: _Counts
+    ) -> None:
+        numbers = self._tables[ORDER_NUMBERS_TABLE]
+        allocations = [
+            entity
+            for pk, rk in allocation_keys(job_id)
+            for entity in numbers.query_entities(
+                "PartitionKey eq @pk and RowKey eq @rk", parameters={"pk": pk, "rk": rk}
+            )
+        ]
+        receipts = [
+            receipt_blob_name(str(a["OrderNumber"]))
+            for a in allocations
+            if a.get("OrderNumber") and str(a["OrderNumber"]) not in keep.order_numbers
+        ]
+        deleted.add(RECEIPTS_CONTAINER, self._delete_blobs(RECEIPTS_CONTAINER, receipts))
+        charge = (table_key(payment_idempotency_key(job_id)), "charge")
+        deleted.add(PAYMENTS_TABLE, self._delete_present(PAYMENTS_TABLE, [charge]))
+        deleted.add(ORDER_NUMBERS_TABLE, self._delete_rows(numbers, map(_key, allocations))[0])
+        deleted.add(
+            SESSION_OUTCOMES_TABLE, self._delete_partition(SESSION_OUTCOMES_TABLE, partition)
+        )
+        deleted.add(
+            ORDER_PROGRESS_TABLE,
+            self._delete_rows(self._tables[ORDER_PROGRESS_TABLE], map(_key, rows))[0],
+        )
+
+    def _purge_imports(
+        self, before: str, keep: Keep, until: float, deleted: _Counts, seen: set[str]
+    ) -> bool:
+        """Import jobs whose every row was imported or failed, their manifest last saved
+        before ``before``: the row outcomes, the sessions' outcomes, then the manifest."""
+        manifests = self._tables[IMPORT_JOBS_TABLE]
+        progress = TableImportProgress(self._tables[IMPORT_PROGRESS_TABLE])
+        for entity in manifests.query_entities("RowKey eq @row", parameters={"row": "manifest"}):
+            seen.add(str(entity["PartitionKey"]))
+            manifest = manifest_of(entity)
+            stamp = entity.metadata.get("timestamp")
+            saved = _iso(stamp) if stamp is not None else ""
+            if saved >= before or manifest.job_id in keep.jobs:
+                continue
+            counts = progress.counts(manifest.job_id)
+            if import_job_status(manifest.job_id, manifest, counts).status != "completed":
+                continue
+            if self._monotonic() >= until:
+                return False
+            rows = self._tables[IMPORT_PROGRESS_TABLE]
+            found = rows.query_entities(
+                _IMPORT_ROWS, parameters=_import_rows(manifest.job_id), select=_KEYS
+            )
+            deleted.add(IMPORT_PROGRESS_TABLE, self._delete_rows(rows, map(_key, found))[0])
+            deleted.add(
+                SESSION_OUTCOMES_TABLE,
+                self._delete_partition(SESSION_OUTCOMES_TABLE, str(entity["PartitionKey"])),
+            )
+            deleted.add(IMPORT_JOBS_TABLE, self._delete_rows(manifests, [_key(entity)])[0])
+        return True
+
+    def _purge_outcomes(
+        self, before: str, keep: Keep, until: float, deleted: _Counts, seen: set[str]
+    ) -> bool:
+        """Jobs of the other pipelines: every session ended, the last before ``before``."""
+        outcomes = self._tables[SESSION_OUTCOMES_TABLE]
+        old = outcomes.query_entities(
+            "at lt @before", parameters={"before": before}, select=["PartitionKey"]
+        )
+        expired = []
+        for partition in dict.fromkeys(str(e["PartitionKey"]) for e in old):
+            if partition in seen:
+                continue
+            rows = list(
+                outcomes.query_entities(
+                    "PartitionKey eq @pk",
+                    parameters={"pk": partition},
+                    select=["PartitionKey", "RowKey", "job_id", "status", "at"],
+                )
+            )
+            if not rows or any(r.get("job_id") in keep.jobs for r in rows):
+                continue
+            ended = all(r.get("status") in ("completed", "failed") for r in rows)
+            if ended and max(str(r.get("at") or "") for r in rows) < before:
+                expired.append(rows)
+        return self._each(
+            expired,
+            lambda rows: deleted.add(
+                SESSION_OUTCOMES_TABLE, self._delete_rows(outcomes, map(_key, rows))[0]
+            ),
+            until,
+        )
+
+    # -- deletes ----------------------------------------------------------------------------------
+
+    def _delete_partition(self, table: str, partition: str) -> int:
+        client = self._tables[table]
+        found = client.query_entities(
+            "PartitionKey eq @pk", parameters={"pk": partition}, select=_KEYS
+        )
+        return self._delete_rows(client, map(_key, found))[0]
+
+    def _delete_present(self, table: str, keys: Iterable[Key]) -> int:
+        """Point deletes of rows that may not exist: only those found count."""
+        client = self._tables[table]
+        present = [
+            key
+            for key in keys
+            for _ in client.query_entities(
+                "PartitionKey eq @pk and RowKey eq @rk",
+                parameters={"pk": key[0], "rk": key[1]},
+                select=_KEYS,
+            )
+        ]
+        return self._delete_rows(client, present)[0]
+
+    def _delete_rows(
+        self, table: TableClient, keys: Iterable[Key], until: float | None = None
+    ) -> tuple[int, bool]:
+        """Delete ``keys`` (in the order a query returns them: by partition), a transaction per
+        partition and 100 rows; stop before a batch once ``until`` has passed."""
+        deleted, batch = 0, list[Key]()
+        for key in keys:
+            if batch and (key[0] != batch[0][0] or len(batch) == TRANSACTION_MAX_OPERATIONS):
+                if until is not None and self._monotonic() >= until:
+                    return deleted, False
+                deleted += _delete_batch(table, batch)
+                batch = []
+            batch.append(key)
+        if batch:
+            deleted += _delete_batch(table, batch)
+        return deleted, True
+
+    def _delete_blobs(self, container: str, names: list[str]) -> int:
+        client = self._containers[container]
+        deleted = 0
+        for start in range(0, len(names), BLOB_BATCH_MAX):
+            chunk = names[start : start + BLOB_BATCH_MAX]
+            if len(chunk) == 1:
+                try:
+                    client.delete_blob(chunk[0])
+                    deleted += 1
+                except HttpResponseError as error:
+                    if error.status_code != 404:
+                        raise
+                continue
+            results = client.delete_blobs(*chunk, raise_on_any_failure=False)
+            deleted += sum(1 for r in results if r.status_code == 202)
+        return deleted
+
+
+_IMPORT_ROWS = "PartitionKey eq @legacy or ( PartitionKey ge @low and PartitionKey lt @high )"
+
+
+def _import_rows(job_id: str) -> dict[str, str]:
+    """The partitions of a job's row outcomes, as ``TableImportProgress.counts`` reads them:
+    the job's own (rows recorded before sessions had partitions of their own) and every
+    ``<job key>~~<session key>``."""
+    prefix = f"{table_key(job_id)}~~"
+    return {"legacy": table_key(job_id), "low": prefix, "high": prefix[:-1] + chr(ord("~") + 1)}
+
+
+def _delete_batch(table: TableClient, batch: list[Key]) -> int:
+    if len(batch) > 1:
+        try:
+            table.submit_transaction(
+                [("delete", {"PartitionKey": pk, "RowKey": rk}) for pk, rk in batch]
+            )
+            return len(batch)
+        except HttpResponseError as error:
+            if error.status_code != 404:
+                raise
+    for pk, rk in batch:  # a row was gone: the rest one by one (a missing row is no error)
+        table.delete_entity(pk, rk)
+    return len(batch)
+
+
+def _key(entity: Any) -> Key:
+    return str(entity["PartitionKey"]), str(entity["RowKey"])
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat()
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self._lock = threading.Lock()  # jobs are purged side by side
+
+    def add(self, where: str, count: int) -> None:
+        with self._lock:
+            self.counts[where] = self.counts.get(where, 0) + count
