@@ -27,10 +27,14 @@ from email.utils import format_datetime
 from typing import Any
 
 from azure.communication.email import EmailClient
+from azure.core.credentials import AzureKeyCredential
 from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+from azure.core.utils import parse_connection_string
 
+from ..config import EMAIL_CONNECTION, ConfigurationError, EmailServiceConnectionSettings
 from ..domain.errors import MayHaveBeenSent, PermanentTaskError, TransientTaskError
 from ..service_layer.ports import Email, Repeatability
+from .azure_clients import identity_credential
 from .email_messages import REJECTED, UNAVAILABLE, customer_mailbox, scalar_values
 
 _TRANSIENT_STATUSES = frozenset({408, 409, 429})
@@ -180,3 +184,26 @@ def _error_text(document: Any) -> str:
 def _bracketed(message_id: str) -> str:
     stripped = message_id.strip()
     return stripped if stripped.startswith("<") else f"<{stripped}>"
+
+
+def email_client(settings: EmailServiceConnectionSettings) -> EmailClient:
+    """A client for a connection string (the local stand-in's: ``endpoint=http://…;
+    accesskey=…``, signed with the key) or, without one, for the resource's endpoint with the
+    app's identity. The SDK's own ``from_connection_string`` would turn an ``http`` endpoint
+    into ``https``, so the connection string is read here. The SDK's own retries are off: a
+    failed send or status read (a dropped connection, a 5xx, a 429 with its Retry-After) is
+    the task's transient error, retried by the processor with its backoff, as the same
+    request (retries live in one layer)."""
+    if settings.connection_string:
+        parts = parse_connection_string(settings.connection_string)  # keys lowercased
+        if not parts.get("endpoint") or not parts.get("accesskey"):
+            raise ConfigurationError(f"{EMAIL_CONNECTION} must be endpoint=<url>;accesskey=<key>.")
+        endpoint, credential = parts["endpoint"], AzureKeyCredential(parts["accesskey"])
+        return EmailClient(endpoint.rstrip("/"), credential, retry_total=0)
+    if not settings.endpoint:
+        raise ConfigurationError(
+            f"Set {EMAIL_CONNECTION}__endpoint (the Communication Services resource, e.g. "
+            f"https://<name>.<geography>.communication.azure.com, reached with the app's "
+            f"identity) or {EMAIL_CONNECTION} (a connection string), or EMAIL_SENDER=smtp."
+        )
+    return EmailClient(settings.endpoint, identity_credential(settings.client_id), retry_total=0)

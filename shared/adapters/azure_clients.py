@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from azure.core.credentials import TokenCredential
@@ -23,10 +23,8 @@ from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueServiceClient
 
 from ..config import (
-    EMAIL_CONNECTION,
     STORAGE_CONNECTION,
     ConfigurationError,
-    EmailServiceConnectionSettings,
     ServiceBusConnectionSettings,
     StorageConnectionSettings,
 )
@@ -39,9 +37,6 @@ from .table_receipt_emails import RECEIPT_EMAILS_TABLE
 from .table_session_outcomes import SESSION_OUTCOMES_TABLE
 from .table_timer_runs import TIMER_RUNS_TABLE
 from .table_transactions import TableTransactions
-
-if TYPE_CHECKING:
-    from azure.communication.email import EmailClient
 
 PRODUCTS_TABLE = "products"
 ORDER_NUMBERS_TABLE = "ordernumbers"
@@ -118,7 +113,7 @@ def table_transactions(
     connection_string = _storage_connection_string(settings)
     if not connection_string:
         return TableTransactions.with_credential(
-            tables.url, _credential(settings.client_id), on_request=counter
+            tables.url, identity_credential(settings.client_id), on_request=counter
         )
     parts = parse_connection_string(connection_string)  # keys lowercased
     if not parts.get("accountkey"):
@@ -153,7 +148,7 @@ def _storage_client(
     else:
         client = kind(
             _service_uri(settings, service, explicit_uri),
-            credential=_credential(settings.client_id),
+            credential=identity_credential(settings.client_id),
             raw_request_hook=counter,
         )
     counter.base_path = urlsplit(client.url).path.rstrip("/")
@@ -173,35 +168,9 @@ def service_bus_client(settings: ServiceBusConnectionSettings, **options: Any) -
         )
     return ServiceBusClient(
         fully_qualified_namespace=settings.fully_qualified_namespace,
-        credential=_credential(settings.client_id),
+        credential=identity_credential(settings.client_id),
         **options,
     )
-
-
-def email_client(settings: EmailServiceConnectionSettings) -> EmailClient:
-    """A client for a connection string (the local stand-in's: ``endpoint=http://…;
-    accesskey=…``, signed with the key) or, without one, for the resource's endpoint with the
-    app's identity. The SDK's own ``from_connection_string`` would turn an ``http`` endpoint
-    into ``https``, so the connection string is read here. The SDK's own retries are off: a
-    failed send or status read (a dropped connection, a 5xx, a 429 with its Retry-After) is
-    the task's transient error, retried by the processor with its backoff, as the same
-    request (retries live in one layer)."""
-    from azure.communication.email import EmailClient
-    from azure.core.credentials import AzureKeyCredential
-
-    if settings.connection_string:
-        parts = parse_connection_string(settings.connection_string)  # keys lowercased
-        if not parts.get("endpoint") or not parts.get("accesskey"):
-            raise ConfigurationError(f"{EMAIL_CONNECTION} must be endpoint=<url>;accesskey=<key>.")
-        endpoint, credential = parts["endpoint"], AzureKeyCredential(parts["accesskey"])
-        return EmailClient(endpoint.rstrip("/"), credential, retry_total=0)
-    if not settings.endpoint:
-        raise ConfigurationError(
-            f"Set {EMAIL_CONNECTION}__endpoint (the Communication Services resource, e.g. "
-            f"https://<name>.<geography>.communication.azure.com, reached with the app's "
-            f"identity) or {EMAIL_CONNECTION} (a connection string), or EMAIL_SENDER=smtp."
-        )
-    return EmailClient(settings.endpoint, _credential(settings.client_id), retry_total=0)
 
 
 def ensure_storage(
@@ -252,7 +221,9 @@ def _service_uri(settings: StorageConnectionSettings, service: str, explicit: st
     )
 
 
-def _credential(client_id: str | None) -> TokenCredential:
+def identity_credential(client_id: str | None) -> TokenCredential:
+    """The app's identity: DefaultAzureCredential, the user-assigned managed identity when
+    ``client_id`` names one."""
     # Imported here: azure.identity is slow to import and only identity-based setups need it.
     from azure.identity import DefaultAzureCredential
 

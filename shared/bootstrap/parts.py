@@ -137,12 +137,11 @@ def email(settings: Settings) -> AcsEmailSender | SmtpEmailSender:
     """The sender EMAIL_SENDER names: Azure Communication Services Email (the default), or
     SMTP."""
     if settings.email_sender == "acs":
-        from ..adapters import azure_clients
-        from ..adapters.acs_email import AcsEmailSender
+        from ..adapters.acs_email import AcsEmailSender, email_client
 
         connection = settings.email_service
         return AcsEmailSender(
-            azure_clients.email_client(connection),
+            email_client(connection),
             sender=settings.receipt_email_from,
             endpoint=connection.endpoint or "the endpoint of CommunicationServicesConnection",
         )

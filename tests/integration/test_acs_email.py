@@ -15,8 +15,7 @@ from azure.data.tables import TableClient
 
 from localdev.email_http import RunningEmailService, run_email_service
 from localdev.ports import free_port
-from shared.adapters.acs_email import AcsEmailSender
-from shared.adapters.azure_clients import email_client
+from shared.adapters.acs_email import AcsEmailSender, email_client
 from shared.adapters.table_receipt_emails import TableReceiptEmails
 from shared.config import EmailServiceConnectionSettings
 from shared.domain.errors import PermanentTaskError, TransientTaskError
