@@ -15,8 +15,9 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+from functions_local_host.config import load_settings
 from localdev.ports import free_port
-from localdev.stack_layout import DataLayout, Ports
+from localdev.stack_layout import SETTINGS_FILE, DataLayout, Ports
 from tests import polling
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +53,7 @@ class MakeUp:
         self._process = subprocess.Popen(
             [*command, *port_options(ports)],
             cwd=cwd,
-            env={**os.environ, **(env or {})},
+            env={**_without_app_settings(os.environ), **(env or {})},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -106,3 +107,11 @@ class MakeUp:
             except subprocess.TimeoutExpired:
                 os.killpg(self._process.pid, signal.SIGKILL)
                 self._process.wait(10)
+
+
+def _without_app_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """The test process's environment without the app's settings: a stack run in this process
+    (the worker in the host's process reads its settings from the environment) leaves them
+    there, and make up takes an environment variable over local.settings.json."""
+    settings = set(load_settings(SETTINGS_FILE))
+    return {name: value for name, value in environ.items() if name not in settings}
