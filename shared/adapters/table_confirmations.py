@@ -18,6 +18,8 @@ from .azure_errors import TABLE_STORAGE, translated
 
 CONFIRMATIONS_TABLE = "confirmations"
 _PARTITION = "confirmation"
+# The selection's fields a release before time windows knows, written even when empty.
+_FIELDS = ("queue", "task", "reason", "fingerprint")
 _UNKNOWN = (
     "This confirmation token is unknown or was already used: preview the action again and "
     "confirm with the token the preview returns."
@@ -42,7 +44,11 @@ class TableConfirmations:
                 "PartitionKey": _PARTITION,
                 "RowKey": confirmation.token,
                 "action": action,
-                "selection": json.dumps(asdict(selection)),
+                # A window only when set: a release before windows reads the rest as it wrote
+                # it, and refuses (rather than widens) a selection by window.
+                "selection": json.dumps(
+                    {k: v for k, v in asdict(selection).items() if v is not None or k in _FIELDS}
+                ),
                 "sessions": sessions,
                 "digest": digest,
                 "expires_at": expires_at,

@@ -24,6 +24,7 @@ from shared.adapters.table_products import TableProductCatalog
 from shared.adapters.table_receipt_emails import TableReceiptEmails
 from shared.adapters.table_replay_requests import TableReplayRequests
 from shared.adapters.table_session_outcomes import TableSessionOutcomes
+from shared.adapters.table_timer_runs import TableTimerRuns
 from shared.domain.archive import FailureRecord, ReplayClaim, replay_session_id
 from shared.domain.audit import AuditEntry, Change, MessageEdit
 from shared.domain.confirmations import Selection
@@ -227,6 +228,15 @@ def receipt_emails(storage: Storage) -> object:
     emails.save(
         ReceiptEmail(JOB, "ada@example.com", "sent", f"{JOB}:5", first, "acs", 1, 2, "op-1", "d")
     )
+    return entities(table)
+
+
+def timer_runs(storage: Storage) -> object:
+    table = storage.table()
+    runs = TableTimerRuns(table)
+    runs.started("archive_dead_letters", AT)
+    runs.succeeded("archive_dead_letters", AT, started_at=AT, drained=True)
+    runs.failed("purge", AT, "Table Storage could not be reached")
     return entities(table)
 
 

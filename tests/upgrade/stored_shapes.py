@@ -31,6 +31,7 @@ SHAPES: dict[str, Callable[[Storage], object]] = {
     "sessionoutcomes": t.session_outcomes,
     "pipelinepauses": t.pipeline_pauses,
     "receiptemails": t.receipt_emails,
+    "timerruns": t.timer_runs,
     "receipts blobs": t.receipts,
     "session state": m.session_state,
     "purchase session state": m.purchase_state,
