@@ -38,6 +38,7 @@ from localdev.api_client import AppClient
 from localdev.otlp_receiver import OtlpReceiver, run_otlp_receiver
 from localdev.stack import LocalStack, run_stack
 from shared.adapters.servicebus_sender import to_service_bus_message
+from shared.adapters.table_pipeline_pauses import PIPELINE_PAUSES_TABLE as PIPELINE_PAUSES
 from shared.adapters.table_products import partition_of
 from shared.adapters.table_timer_runs import TIMER_RUNS_TABLE as TIMER_RUNS
 from shared.domain.pipelines import import_message
@@ -105,8 +106,13 @@ def work(counts: Counter[Key]) -> Counter[Key]:
 
 def idle(key: Key) -> bool:
     """Work that depends on time, not on the orders and rows: an idle slot's wait, the archive
-    timer's reads of the dead-letter queues and its record of each run."""
-    return key[2] in IDLE_KINDS or "$deadletterqueue" in key[1].lower() or key[1] == TIMER_RUNS
+    timer's reads of the dead-letter queues and its record of each run, a pipeline's gate
+    reading whether an operator paused it (at most once per 5 s while its tasks run)."""
+    return (
+        key[2] in IDLE_KINDS
+        or "$deadletterqueue" in key[1].lower()
+        or key[1] in (TIMER_RUNS, PIPELINE_PAUSES)
+    )
 
 
 def measured(before: Counter[Key], after: Counter[Key], items: int) -> Measured:
