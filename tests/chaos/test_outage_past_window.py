@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -41,22 +42,27 @@ def test_an_outage_longer_than_the_window_fails_each_session_once_and_a_replay_c
         job: wait_for(_ended(chaos, job), timeout=300, what=f"order {job} ended")
         for job in run.orders
     }
-    wait_for(
+    imported = wait_for(
         lambda: (
-            (s := chaos.imported(run.import_job)) and s["rows_imported"] + s["rows_failed"] == ROWS
+            (s := chaos.imported(run.import_job))
+            and s["rows_imported"] + s["rows_failed"] == ROWS
+            and s
         ),
         timeout=300,
         what="every row imported or failed",
     )
-    failed = wait_for(
-        lambda: (
-            (f := chaos.failed_sessions())
-            and len(f) >= sum(s == "failed" for s in statuses.values())
-            and f
-        ),
-        timeout=120,
-        what="the failed sessions archived",
-    )
+    failed_orders = {job for job, status in statuses.items() if status == "failed"}
+
+    def all_archived() -> list[dict[str, Any]] | None:
+        """The failed sessions once each failed order and each failed row is among them."""
+        failed = chaos.failed_sessions()
+        ids = {session["session_id"] for session in failed}
+        rows = sum(
+            s["message_count"] for s in failed if s["queue"] == chaos.queue("product_import")
+        )
+        return failed if failed_orders <= ids and rows == imported["rows_failed"] else None
+
+    failed = wait_for(all_archived, timeout=120, what="every failed session archived")
     # each failed once, naming what was out of reach and since when
     sessions = [f["session_id"] for f in failed]
     assert len(sessions) == len(set(sessions))

@@ -154,8 +154,11 @@ def import_and_wait(deploy: Deploy, api: AppClient, job: str, prices: dict[str, 
 
 
 def receipts(deploy: Deploy, job: str) -> list[Any]:
+    """The receipts mailed for ``job``: the previous release sends over SMTP, this one through
+    Communication Services Email, so both mailboxes count."""
     wanted = f"<{job}.receipt@pipelines.local>"
-    return [m for m in deploy.stack.mail.received() if str(m.get("Message-ID")) == wanted]
+    mailed = [*deploy.stack.mail.received(), *deploy.stack.email.received()]
+    return [m for m in mailed if str(m.get("Message-ID")) == wanted]
 
 
 def ran(instance: HostInstance, job: str, step: int) -> bool:
