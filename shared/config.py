@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from urllib.parse import urlsplit
 
 from .domain.alerts import AlertRules
 from .domain.errors import PipelineError
+from .domain.pipelines import Pipeline
 from .domain.retention import Lifetimes
 from .domain.retries import DEFAULT_CIRCUIT_THRESHOLD, DEFAULT_HOLD_SECONDS, RetryPolicy
 from .domain.roles import ConsoleAccessSettings, Role, role_named
-from .service_layer.pipelines import registry
 
 SERVICE_BUS_CONNECTION = "ServiceBusConnection"
 STORAGE_CONNECTION = "AzureWebJobsStorage"
@@ -34,6 +34,8 @@ EMAIL_SENDERS = ("acs", "smtp")
 # when App Service Authentication (Easy Auth) fronts the app.
 CONSOLE_KEY_SETTINGS = ("FUNCTIONS_HOST_KEY", "FUNCTIONS_MASTER_KEY")
 EASY_AUTH_SETTING = "WEBSITE_AUTH_ENABLED"
+# Modules of pipelines kept outside the app (comma-separated), added to the app's list.
+PIPELINE_MODULES_SETTING = "PIPELINE_MODULES"
 
 
 class ConfigurationError(PipelineError):
@@ -135,11 +137,15 @@ class Settings:
         )
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, *, pipelines: Iterable[Pipeline]
+    ) -> Settings:
+        """The settings of an app running ``pipelines`` (each one's queue setting is
+        required)."""
         environ = os.environ if environ is None else environ
         env = _Reader(environ)
         return cls(
-            queues={p.name: env.required(p.queue_setting) for p in registry(environ)},
+            queues={p.name: env.required(p.queue_setting) for p in pipelines},
             service_bus=service_bus_connection(environ=environ),
             storage=storage_connection(environ=environ),
             tax_rate=env.decimal("ORDER_TAX_RATE", "0.25"),
@@ -182,6 +188,13 @@ class Settings:
                 ),
             ),
         )
+
+
+def pipeline_modules(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The modules ``PIPELINE_MODULES`` names: pipelines kept outside the app
+    (``shared.bootstrap.app_pipelines``)."""
+    value = _Reader(os.environ if environ is None else environ).optional(PIPELINE_MODULES_SETTING)
+    return tuple(name.strip() for name in (value or "").split(",") if name.strip())
 
 
 def service_bus_connection(

@@ -4,6 +4,7 @@ ReportLab) are slow to import, and not every function of the app needs every one
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -284,12 +285,17 @@ def timer_runs(tables: TableServiceClient) -> TableTimerRuns:
     return TableTimerRuns(tables.get_table_client(TIMER_RUNS_TABLE))
 
 
-def retention(tables: TableServiceClient, blobs: BlobServiceClient) -> TableRetention:
-    from ..adapters.azure_clients import APP_CONTAINERS, APP_TABLES
+def retention(
+    tables: TableServiceClient, blobs: BlobServiceClient, pipeline_tables: Sequence[str]
+) -> TableRetention:
+    """The purge's adapter over the app's tables (its own and ``pipeline_tables``, those its
+    pipelines declare) and containers."""
+    from ..adapters.azure_clients import APP_CONTAINERS, CORE_TABLES
     from ..adapters.table_retention import TableRetention
 
+    names = dict.fromkeys((*CORE_TABLES, *pipeline_tables))
     return TableRetention(
-        {name: tables.get_table_client(name) for name in APP_TABLES},
+        {name: tables.get_table_client(name) for name in names},
         {name: blobs.get_container_client(name) for name in APP_CONTAINERS},
     )
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import azure.functions as func
 
-from ..bootstrap import container
+from ..bootstrap import app_pipelines, container
+from ..domain.pipelines import Pipeline
 from ..service_layer.jobs import JobState, SessionAcceptance, get_job, start_job
-from ..service_layer.pipelines import Pipeline, registry
 from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import header_key, json_body, route_value
 from .views import job_url
@@ -69,6 +69,6 @@ def job_view(job: JobState) -> dict[str, Any]:
     return view
 
 
-for _pipeline in registry():
+for _pipeline in app_pipelines().declared:
     if _pipeline.route is not None and not _pipeline.own_routes:
         pipeline_routes(_pipeline, _pipeline.route)

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from ..domain.errors import PipelineError, SendUnconfirmed
 from ..domain.idempotency import fingerprint
-from ..domain.pipelines import PURCHASE
+from ..domain.pipelines import PURCHASE, Pipeline
 from ..domain.session_outcomes import (
     ACCEPTED,
     JobNotFound,
@@ -23,7 +23,6 @@ from ..domain.session_outcomes import (
 )
 from .clock import Clock, utc_now
 from .idempotency import IdempotentRequests
-from .pipelines import Pipeline
 from .ports import SessionOutcomes, TaskSender
 
 logger = logging.getLogger(__name__)

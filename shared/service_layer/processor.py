@@ -31,7 +31,6 @@ from ..domain.session_state import CorruptSessionState, Failure, SessionState, d
 from .circuits import Circuit, PipelineGate
 from .clock import Clock, utc_now
 from .holding import Hold, SteadyActions
-from .pipelines import registry
 from .ports import FailureJournal, SessionActions, SessionOutcomes
 from .session_batches import BatchRun
 from .session_endings import Ending, SessionEndings
@@ -63,7 +62,7 @@ class SessionProcessor:
         *,
         pipeline: str,
         tasks: Mapping[str, Task],
-        policy: FailurePolicy | None = None,
+        policy: FailurePolicy,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Clock = utc_now,
@@ -74,15 +73,16 @@ class SessionProcessor:
         batch_tasks: Mapping[str, BatchTask] | None = None,
         gate: PipelineGate | None = None,
         hold_seconds: float = DEFAULT_HOLD_SECONDS,
+        shows: Sequence[str] = (),
     ) -> None:
-        """``policy`` defaults to the pipeline's declared one (``registry``); ``outcomes``
-        records how each session ended, at its last message. ``batch_tasks``: every task's
-        batch form, for ``handle_batch``. ``gate``: the pipeline's pause and circuit (by
-        default a circuit of its own and no manual pause); ``hold_seconds``: how long one
-        invocation may hold its session while it waits."""
+        """``policy``: the pipeline's declared one; ``outcomes`` records how each session
+        ended, at its last message, with the outputs of the context named in ``shows``.
+        ``batch_tasks``: every task's batch form, for ``handle_batch``. ``gate``: the
+        pipeline's pause and circuit (by default a circuit of its own and no manual pause);
+        ``hold_seconds``: how long one invocation may hold its session while it waits."""
         self.pipeline = pipeline
         self.tasks = dict(tasks)
-        self.policy = policy or registry().policy(pipeline)
+        self.policy = policy
         self.retry = retry or RetryPolicy()
         self.batch_tasks = dict(batch_tasks or {})
         if self.batch_tasks and set(self.batch_tasks) != set(self.tasks):
@@ -102,6 +102,7 @@ class SessionProcessor:
             pipeline=pipeline,
             outcomes=outcomes,
             clock=clock,
+            shows=shows,
         )
 
     def handle(self, incoming: IncomingMessage, actions: SessionActions) -> Result:

@@ -9,7 +9,7 @@ from typing import Any
 import azure.functions as func
 
 from function_app import app
-from shared.service_layer.pipelines import registry
+from tests.builders import PIPELINES
 
 # get_functions() indexes the app, and indexing twice fails on "duplicate" names: once here.
 INDEXED = app.get_functions()
@@ -87,7 +87,7 @@ CONSOLE_ROUTES = {
 # route and no module of its own (shared/entrypoints/pipeline_http.py).
 PIPELINE_ROUTES = {
     name: value
-    for p in registry()
+    for p in PIPELINES
     if p.route is not None and not p.own_routes
     for name, value in (
         (f"start_{p.name}", (f"api/{p.route}", ["POST"])),
@@ -103,7 +103,7 @@ def test_the_app_has_every_blueprint_registered() -> None:
         *CONSOLE_ROUTES,
         "purchase_tasks",
         "product_import_tasks",
-        *(name for p in registry() for name in p.function_names),
+        *(name for p in PIPELINES for name in p.function_names),
         "archive_dead_letters",
         "purge_expired_records",
         "replay_requests",
@@ -118,13 +118,13 @@ def test_each_declared_route_is_served_so_a_replays_status_url_answers() -> None
         if trigger["type"] == "httpTrigger"
         for method in trigger["methods"]
     }
-    for pipeline in registry():
+    for pipeline in PIPELINES:
         if pipeline.route is not None:
             assert (f"api/{pipeline.route}/{{job_id}}", "GET") in served, pipeline.name
 
 
 def test_each_declared_pipeline_has_a_session_trigger_on_its_queue_setting() -> None:
-    for pipeline in registry():
+    for pipeline in PIPELINES:
         for name in pipeline.function_names:
             trigger = _trigger(name)
             assert trigger["type"] == "serviceBusTrigger"
@@ -143,7 +143,7 @@ def test_each_declared_pipeline_has_a_session_trigger_on_its_queue_setting() -> 
 
 def test_the_import_holds_several_sessions_at_once_with_a_trigger_for_each() -> None:
     # The extension's batch loop holds one session at a time per trigger and instance.
-    [import_pipeline] = [p for p in registry() if p.name == "product_import"]
+    [import_pipeline] = [p for p in PIPELINES if p.name == "product_import"]
     assert import_pipeline.batch_triggers > 1
     assert import_pipeline.function_names == (
         "product_import_tasks",

@@ -12,12 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from localdev.stack_layout import REPO_ROOT
-from shared.adapters.azure_clients import (
-    APP_TABLES,
-    blob_service,
-    queue_service,
-    table_service,
-)
+from shared.adapters.azure_clients import blob_service, queue_service, table_service
+from shared.bootstrap.declared import APP_TABLES
 from shared.config import StorageConnectionSettings
 
 from .stored_shapes import SHAPES, Storage, fingerprint
