@@ -15,9 +15,9 @@ from shared.domain.idempotency import IdempotencyKeyReused
 from shared.domain.pipelines import PURCHASE
 from shared.domain.session_outcomes import JobNotFound, SessionOutcome
 from shared.service_layer.idempotency import IdempotentRequests
+from shared.service_layer.job_status import get_job
 from shared.service_layer.jobs import (
     SessionAcceptance,
-    get_job,
     job_ids,
     resumed_job_id,
     start_job,
