@@ -131,13 +131,13 @@ def test_each_declared_pipeline_has_a_session_trigger_on_its_queue_setting() -> 
             assert trigger["queueName"] == f"%{pipeline.queue_setting}%"
             assert trigger["connection"] == "ServiceBusConnection"
             # A batch trigger leaves the completions of its good rows to the host.
-            auto_complete = pipeline.batch is not None
+            auto_complete = pipeline.batch
             assert (trigger["isSessionsEnabled"], trigger["autoCompleteMessages"]) == (
                 True,
                 auto_complete,
             )
             assert trigger.get("cardinality", "one").lower() == (
-                "one" if pipeline.batch is None else "many"
+                "many" if pipeline.batch else "one"
             )
 
 
