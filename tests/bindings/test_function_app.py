@@ -8,11 +8,9 @@ from typing import Any
 
 import azure.functions as func
 
-from function_app import app
+from tests.bindings.indexed_app import INDEXED
 from tests.builders import PIPELINES
 
-# get_functions() indexes the app, and indexing twice fails on "duplicate" names: once here.
-INDEXED = app.get_functions()
 FUNCTIONS = {str(f.get_function_name()): json.loads(f.get_function_json()) for f in INDEXED}
 # Each function's Python function, as the worker calls it.
 USER_FUNCTIONS = {str(f.get_function_name()): f.get_user_function() for f in INDEXED}
@@ -51,6 +49,7 @@ HTTP_ROUTES = {
     "get_pipeline": ("api/pipelines/{pipeline}", ["GET"]),
     "pause_pipeline": ("api/pipelines/{pipeline}/pause", ["POST"]),
     "resume_pipeline": ("api/pipelines/{pipeline}/resume", ["POST"]),
+    "get_openapi": ("api/openapi.json", ["GET"]),
     "export_failed_sessions_csv": ("api/exports/failed-sessions", ["GET"]),
     "get_audit": ("api/audit", ["GET"]),
     "export_audit_csv": ("api/exports/audit", ["GET"]),
