@@ -127,3 +127,40 @@ def _outputs(
     if record is not None:
         found = {key: record.context[key] for key in pipeline.shows if key in record.context}
     return {key: found[key] for key in pipeline.shows if key in found}
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """One job in a pipeline's list: its latest session's outcome, and how many sessions
+    (the first and its replays) it had."""
+
+    job_id: str
+    status: JobStatus
+    at: str
+    reason: str | None
+    sessions: int
+
+
+# How many recorded sessions a pipeline's job list reads at most (a table scan by pipeline).
+JOBS_READ_MAX = 2000
+
+
+def list_jobs(pipeline: Pipeline, outcomes: SessionOutcomes, *, up_to: int) -> list[JobSummary]:
+    """The pipeline's jobs, the latest first, at most ``up_to`` of them, from at most
+    ``JOBS_READ_MAX`` recorded sessions."""
+    by_job: dict[str, list[SessionOutcome]] = {}
+    for outcome in outcomes.of_pipeline(pipeline.name, up_to=JOBS_READ_MAX):
+        by_job.setdefault(outcome.job_id, []).append(outcome)
+    jobs = []
+    for job_id, sessions in by_job.items():
+        latest = max(sessions, key=lambda o: o.at)
+        status = job_status(sessions)
+        reason = latest.reason if status == FAILED else None
+        jobs.append(JobSummary(job_id, status, latest.at, reason, len(sessions)))
+    return sorted(jobs, key=lambda j: j.at, reverse=True)[:up_to]
+
+
+def pipeline_of_job(outcomes: SessionOutcomes, job_id: str) -> str | None:
+    """The pipeline of a job the session outcomes know, else None."""
+    known = outcomes.of_job(job_id)
+    return known[0].pipeline if known else None
