@@ -6,11 +6,11 @@ by every later invocation. Tests and the local host replace parts by name
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from ..config import Settings
-from ..service_layer.circuits import Circuit, Gates, PipelineGate
+from ..service_layer.circuits import Gates
 from ..service_layer.history import Progress
 from ..service_layer.idempotency import IdempotentRequests
 from ..service_layer.orders import OrderLookup
@@ -19,10 +19,11 @@ from ..service_layer.pauses import PipelineControls
 from ..service_layer.processor import SessionProcessor
 from ..service_layer.receipt_mailer import ReceiptMailer
 from ..service_layer.session_messages import Observer
-from ..telemetry.setup import telemetry
+from . import operator_parts
 from . import parts as adapters
 from .operator_desk import OperatorDesk
-from .wiring import AppPipelines, Wired
+from .processors import Processors, pipeline_gates
+from .wiring import AppPipelines
 
 if TYPE_CHECKING:
     from azure.data.tables import TableClient, TableServiceClient
@@ -166,14 +167,14 @@ class Container:
     pipelines: Part[AppPipelines] = Part(lambda c: _app_pipelines())
     settings: Part[Settings] = Part(lambda c: Settings.from_env(pipelines=c.pipelines.declared))
     # Each declared pipeline's pause and circuit in this process, by the pipeline's name.
-    gates: Part[Gates] = Part(lambda c: _gates(c))
+    gates: Part[Gates] = Part(lambda c: pipeline_gates(c))
     pipeline_controls: Part[PipelineControls] = Part(
         lambda c: PipelineControls(
             dict(c.settings.queues), c.pipeline_pauses, c.gates, c.audit_trail
         )
     )
     # One processor per declared pipeline, by the pipeline's name, each built on its first use.
-    processors: Part[Mapping[str, SessionProcessor]] = Part(lambda c: _Processors(c))
+    processors: Part[Mapping[str, SessionProcessor]] = Part(lambda c: Processors(c))
     idempotent_requests: Part[IdempotentRequests] = Part(
         lambda c: IdempotentRequests(c.idempotency_records)
     )
@@ -245,18 +246,22 @@ class Container:
         lambda c: ReceiptMailer(c.receipt_emails, c.email, after_send=_fault_hold(c.settings))
     )
     # The operator console's records and the dead letters it counts.
-    audit_trail: Part[AuditTrail] = Part(lambda c: adapters.audit_trail(c._table_service))
-    confirmations: Part[Confirmations] = Part(lambda c: adapters.confirmations(c._table_service))
+    audit_trail: Part[AuditTrail] = Part(lambda c: operator_parts.audit_trail(c._table_service))
+    confirmations: Part[Confirmations] = Part(
+        lambda c: operator_parts.confirmations(c._table_service)
+    )
     dead_letter_counter: Part[DeadLetterCounter] = Part(
-        lambda c: adapters.dead_letter_counter(c._service_bus)
+        lambda c: operator_parts.dead_letter_counter(c._service_bus)
     )
     pipeline_pauses: Part[PipelinePauses] = Part(
-        lambda c: adapters.pipeline_pauses(c._table_service)
+        lambda c: operator_parts.pipeline_pauses(c._table_service)
     )
     # What the timers' runs left behind (the overview's alerts), and the purge's deletes.
-    timer_runs: Part[TimerRuns] = Part(lambda c: adapters.timer_runs(c._table_service))
+    timer_runs: Part[TimerRuns] = Part(lambda c: operator_parts.timer_runs(c._table_service))
     retention: Part[RetentionStore] = Part(
-        lambda c: adapters.retention(c._table_service, c._blob_service, c.pipelines.declared.tables)
+        lambda c: operator_parts.retention(
+            c._table_service, c._blob_service, c.pipelines.declared.tables
+        )
     )
     # Clients, one of each per container.
     _service_bus: Part[ServiceBusClient] = Part(
@@ -277,44 +282,6 @@ class Container:
     )
 
 
-class _Processors(Mapping[str, SessionProcessor]):
-    """The declared pipelines' processors, each built (its tasks and their clients) when it is
-    first asked for: an instance that only imports never loads the purchase's PDF renderer,
-    and an import's first batch does not wait for it."""
-
-    def __init__(self, c: Container) -> None:
-        self._container = c
-        self._pipelines = {w.pipeline.name: w for w in c.pipelines.wired}
-
-    def __getitem__(self, name: str) -> SessionProcessor:
-        wired = self._pipelines[name]
-        return self._container.part(f"processor {name}", lambda: _processor(self._container, wired))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._pipelines)
-
-    def __len__(self) -> int:
-        return len(self._pipelines)
-
-
-def _gates(c: Container) -> Gates:
-    gates = Gates(
-        PipelineGate(
-            Circuit(
-                p.name,
-                threshold=c.settings.circuit_threshold,
-                probes=c.settings.retry(p.retry),
-            ),
-            c.pipeline_pauses,
-        )
-        for p in c.pipelines.declared
-    )
-    metrics = telemetry().metrics
-    if metrics is not None:
-        metrics.observe_paused(gates.readings)
-    return gates
-
-
 def _app_pipelines() -> AppPipelines:
     from .declared import app_pipelines  # imports every pipeline's tasks: on first use
 
@@ -327,20 +294,3 @@ def _fault_hold(settings: Settings) -> Callable[[str], None] | None:
     from .faults import hold_after_receipt_sent
 
     return hold_after_receipt_sent(settings.fault_hold_after_receipt_sent)
-
-
-def _processor(c: Container, wired: Wired) -> SessionProcessor:
-    pipeline = wired.pipeline
-    return SessionProcessor(
-        pipeline=pipeline.name,
-        tasks=wired.tasks(c),
-        policy=pipeline.policy,
-        retry=c.settings.retry(pipeline.retry),
-        gate=c.gates[pipeline.name],
-        hold_seconds=c.settings.task_hold_seconds,
-        journal=c.archive,
-        observer=wired.observer(c),
-        outcomes=c.session_outcomes,
-        batch_tasks=wired.batch_tasks(c),
-        shows=pipeline.shows,
-    )

@@ -66,16 +66,24 @@ def working_tree(to: Path) -> None:
 
 
 def differing(clone: Path) -> set[str]:
-    """The files of ``clone`` that are not in the working tree, or differ from it."""
+    """The files of ``clone`` that git would not ignore and that are not in the working tree,
+    or differ from it (caches the tools leave are ignored, as in a clone)."""
     found = set()
     for path in clone.rglob("*"):
         name = str(path.relative_to(clone))
-        if not path.is_file() or "__pycache__" in name or name.startswith("node_modules"):
+        if not path.is_file() or name.startswith("node_modules"):
             continue
         original = ROOT / name
         if not original.is_file() or original.read_bytes() != path.read_bytes():
             found.add(name)
-    return found
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--stdin"],
+        cwd=ROOT,
+        input="\n".join(sorted(found)),
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return found - set(ignored)
 
 
 def run(command: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -130,6 +138,8 @@ def test_a_pipeline_on_the_containers_ports_is_three_files_and_one_command(tmp_p
     (clone / ONBOARDING_TASKS).write_text(
         tasks.replace("from .onboarding import", "from shared.domain.pipelines.onboarding import")
     )
+    sorted_imports = run([sys.executable, "-m", "ruff", "check", "--fix", ONBOARDING_TASKS], clone)
+    assert sorted_imports.returncode == 0, sorted_imports.stdout
     # 4. the test, its stack without PIPELINE_MODULES
     test = (clone / ONBOARDING_TEST).read_text()
     shipped = re.sub(r"pipeline_stack\(\{\"PIPELINE_MODULES\": [^}]*\}\)", "pipeline_stack()", test)
