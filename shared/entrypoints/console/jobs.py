@@ -12,7 +12,6 @@ import azure.functions as func
 
 from ...bootstrap import container
 from ...domain.errors import NotFound
-from ...domain.session_outcomes import JobNotFound
 from ...service_layer.job_status import get_job, list_jobs, pipeline_of_job
 from ..http_input import MAX_ID_LENGTH, query_text, route_value
 from .frame import ANONYMOUS, Visit, console_view, redirect
@@ -73,7 +72,7 @@ def console_job(visit: Visit) -> func.HttpResponse:
     pipeline = c.pipelines.declared.find(route_value(visit.req, "pipeline"))
     job_id = route_value(visit.req, "job_id")
     if pipeline is None:
-        raise JobNotFound("<route>", job_id)
+        raise NotFound("There is no such pipeline: the overview lists the declared ones.")
     job = get_job(pipeline, c.session_outcomes, job_id, failures=c.archive)
     return visit.page("job.html", pipeline=pipeline, job=job)
 
