@@ -34,6 +34,7 @@ PROCESS_GROUPS = {
 }
 HOST = "host + app"
 CATALOGUE_SKUS = [f"BENCH-{i:02d}" for i in range(1, 9)]
+RECEIPT_ID = "{job_id}.receipt@pipelines.local"  # the receipt e-mail's Message-ID
 
 
 @dataclass
@@ -73,7 +74,7 @@ class Stack:
 
     def wait_for_receipts(self, job_ids: list[str], deadline: float) -> dict[str, float]:
         """Receipt time (time.time()) of each job mailed by ``deadline`` (time.monotonic())."""
-        wanted = {f"{job_id}.receipt@pipelines.local": job_id for job_id in job_ids}
+        wanted = {RECEIPT_ID.format(job_id=job_id): job_id for job_id in job_ids}
         with self.arrived:
             while not wanted.keys() <= self.mails.keys():
                 left = deadline - time.monotonic()
@@ -81,6 +82,13 @@ class Stack:
                     break
                 self.arrived.wait(min(left, 1.0))
             return {job_id: self.mails[m] for m, job_id in wanted.items() if m in self.mails}
+
+    def mails_after(self, seen: int, timeout: float) -> list[tuple[str, float]]:
+        """The Message-IDs and arrival times (time.time()) of the mails after the first
+        ``seen``, in the order they arrived; waits up to ``timeout`` seconds for one."""
+        with self.arrived:
+            self.arrived.wait_for(lambda: len(self.mails) > seen, timeout)
+            return list(self.mails.items())[seen:]
 
 
 def cpu_used(
