@@ -74,7 +74,11 @@ def run_once(
         )  # fmt: skip
         try:
             returncode = process.wait(timeout=timeout)
-        except BaseException:  # the timeout, or ^C: its processes end with it
+        except subprocess.TimeoutExpired:
+            print(f"   past --timeout ({timeout:.0f} s): ended", file=sys.stderr)
+            _stop(process)
+            returncode = process.returncode if process.returncode is not None else -1
+        except BaseException:  # ^C: its processes end with it
             _stop(process)
             raise
     seconds = time.monotonic() - started
