@@ -36,7 +36,8 @@ from typing import Any
 
 from azure.data.tables import TableServiceClient
 
-from bench.pipeline_bench import HOST, cores, cpu_used, stack_process
+from bench.proc import cores
+from bench.stack_client import HOST, cpu_used, stack_process
 from shared.adapters.azure_clients import FAILED_SESSIONS_TABLE, ORDER_PROGRESS_TABLE
 from shared.adapters.table_failed_sessions import SUMMARY_ROW
 from shared.adapters.table_keys import table_key

@@ -1,13 +1,17 @@
 """A payment provider simulated on Azure Tables, with a real provider's idempotency keys.
 
 Used locally and in demos instead of a real provider. Which cards are declined comes from
-the settings; which cards hit an outage can also be switched at run time (``set_outage``),
-because the outage is kept in the same table and read on every charge.
+the settings; which cards hit an outage can also be switched at run time (``set_outage``): the
+switch is kept in the same table, and each gateway reads it at most once per
+``OUTAGE_REFRESH_SECONDS`` (a charge costs one insert, not three requests), so ``set_outage``
+and ``reset_outage`` return once every gateway has had time to read the new switch.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -27,6 +31,8 @@ _CHARGE_ROW = "charge"
 # with the charge of any idempotency key.
 _CONTROL_PARTITION = "!simulator"
 _OUTAGE_ROW = "outage"
+# How long a gateway keeps the outage switch it read before it reads it again.
+OUTAGE_REFRESH_SECONDS = 1.0
 
 
 class TableSimulatedPaymentGateway:
@@ -38,6 +44,10 @@ class TableSimulatedPaymentGateway:
     3. a card in ``decline_tokens``: ``PaymentDeclined``, permanent;
     4. otherwise a new charge, stored under the key. Two concurrent calls with the same key
        create one charge: the loser of the insert returns the winner's.
+
+    A new charge is one insert: the key is looked up only when the insert finds it taken,
+    or before an outage's or a decline's answer (so a key charged before still answers its
+    charge). The outage switch is read at most once per ``refresh`` seconds.
     """
 
     def __init__(
@@ -46,10 +56,14 @@ class TableSimulatedPaymentGateway:
         *,
         decline_tokens: frozenset[str] = frozenset(),
         outage_tokens: frozenset[str] = frozenset(),
+        refresh: float = OUTAGE_REFRESH_SECONDS,
     ) -> None:
         self._table = table
         self._decline_tokens = frozenset(decline_tokens)
         self._outage_tokens = frozenset(outage_tokens)
+        self._refresh = refresh
+        self._lock = threading.Lock()
+        self._outage: tuple[float, frozenset[str]] | None = None  # (read at, cards)
 
     @translated(TABLE_STORAGE)
     def charge(
@@ -57,10 +71,10 @@ class TableSimulatedPaymentGateway:
     ) -> Charge:
         requested = {"Amount": str(amount), "Currency": currency, "CardToken": card_token}
         partition = table_key(idempotency_key)
-        existing = self._get(partition, _CHARGE_ROW)
-        if existing is not None:
+        outage = self._outage_now()
+        refused = card_token in outage or ALL_CARDS in outage or card_token in self._decline_tokens
+        if refused and (existing := self._get(partition, _CHARGE_ROW)) is not None:
             return _replay(existing, idempotency_key, amount, currency, card_token)
-        outage = self.current_outage()
         if card_token in outage or ALL_CARDS in outage:
             raise PaymentProviderUnavailable(
                 f"The payment provider did not answer for card {card_token} (simulated "
@@ -108,11 +122,13 @@ class TableSimulatedPaymentGateway:
             },
             mode=UpdateMode.REPLACE,
         )
+        self._switched()
 
     @translated(TABLE_STORAGE)
     def reset_outage(self) -> None:
         """Back to the outage tokens given to the constructor (the settings)."""
         self._table.delete_entity(_CONTROL_PARTITION, _OUTAGE_ROW)  # no error when absent
+        self._switched()
 
     @translated(TABLE_STORAGE)
     def current_outage(self) -> frozenset[str]:
@@ -127,6 +143,23 @@ class TableSimulatedPaymentGateway:
         """Every charge made through this table, oldest first."""
         entities = self._table.query_entities("RowKey eq @row", parameters={"row": _CHARGE_ROW})
         return [_to_charge(entity) for entity in sorted(entities, key=_created)]
+
+    def _outage_now(self) -> frozenset[str]:
+        """The outage switch as read at most ``refresh`` seconds ago."""
+        with self._lock:
+            if self._outage is not None and time.monotonic() - self._outage[0] < self._refresh:
+                return self._outage[1]
+        cards = self.current_outage()
+        with self._lock:
+            self._outage = (time.monotonic(), cards)
+        return cards
+
+    def _switched(self) -> None:
+        """The switch changed: this gateway reads it afresh, and every other has read it by
+        the time this returns."""
+        with self._lock:
+            self._outage = None
+        time.sleep(self._refresh)
 
     def _get(self, partition: str, row: str) -> TableEntity | None:
         try:

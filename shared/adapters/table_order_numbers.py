@@ -22,6 +22,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from azure.core import MatchConditions
@@ -50,46 +51,40 @@ _LOST_RACE = frozenset({409, 412})
 
 class TableOrderNumbers:
     """``allocate`` writes the counter and the job's allocation in one entity group transaction:
-    the counter update is conditional on the ETag it read, and the allocation is an insert
+    the counter update is conditional on the counter's ETag, and the allocation is an insert
     keyed by the job id. So concurrent callers never share a number, numbers have no gaps,
-    and a second call for the same job (even a concurrent one) returns the first number."""
+    and a second call for the same job (even a concurrent one) returns the first number.
+
+    The counter as this object last wrote it (its value and the ETag the transaction answered)
+    is kept, and the next allocation first tries its transaction on that: one request while no
+    other instance allocated in between. When another did (412), or the job has its number
+    already (409), the job's allocation and the counter are read and the transaction made on
+    what was read, as often as it loses a race."""
 
     def __init__(self, table: TableClient, *, prefix: str = "ORD-") -> None:
         self._table = table
         self._prefix = prefix
+        self._lock = threading.Lock()
+        self._counter: _Counter | None = None  # as this object last wrote it
 
     @translated(TABLE_STORAGE)
     def allocate(self, job_id: str) -> str:
         row_key = table_key(job_id)
+        with self._lock:
+            counter = self._counter
+        if counter is not None:
+            allocated = self._try(job_id, row_key, counter)
+            if allocated is not None:
+                return allocated
         for attempt in range(_MAX_ATTEMPTS):
             allocation, counter = self._read(row_key)
             if allocation is not None:
                 return str(allocation["OrderNumber"])
-            number = (int(counter["Last"]) if counter is not None else 0) + 1
-            order_number = f"{self._prefix}{number:08d}"
-            try:
-                self._table.submit_transaction(
-                    [
-                        self._counter_operation(counter, number),
-                        (
-                            "create",
-                            {
-                                "PartitionKey": _PARTITION,
-                                "RowKey": row_key,
-                                "JobId": job_id,
-                                "OrderNumber": order_number,
-                                "Number": number,
-                            },
-                        ),
-                    ]
-                )
-            except TableTransactionError as error:
-                if error.status_code not in _LOST_RACE:
-                    raise
-                # Spread the retries so that contending workers do not collide again in step.
-                time.sleep(random.uniform(0, min(0.2, 0.01 * 2**attempt)))
-                continue
-            return order_number
+            allocated = self._try(job_id, row_key, counter)
+            if allocated is not None:
+                return allocated
+            # Spread the retries so that contending workers do not collide again in step.
+            time.sleep(random.uniform(0, min(0.2, 0.01 * 2**attempt)))
         raise TransientTaskError(
             "OrderNumberContention",
             f"Could not allocate an order number for job {job_id} after {_MAX_ATTEMPTS} "
@@ -107,7 +102,40 @@ class TableOrderNumbers:
     def find_job(self, order_number: str) -> str | None:
         return _find_job(self._table, order_number)
 
-    def _counter_operation(self, counter: TableEntity | None, number: int) -> Any:
+    def _try(self, job_id: str, row_key: str, counter: _Counter | None) -> str | None:
+        """The job's new number, allocated on ``counter`` (None: there is no counter yet); None
+        when the transaction lost a race (the counter moved, or the job has a number)."""
+        number = (counter.last if counter is not None else 0) + 1
+        order_number = f"{self._prefix}{number:08d}"
+        try:
+            answers = self._table.submit_transaction(
+                [
+                    self._counter_operation(counter, number),
+                    (
+                        "create",
+                        {
+                            "PartitionKey": _PARTITION,
+                            "RowKey": row_key,
+                            "JobId": job_id,
+                            "OrderNumber": order_number,
+                            "Number": number,
+                        },
+                    ),
+                ]
+            )
+        except TableTransactionError as error:
+            if error.status_code not in _LOST_RACE:
+                raise
+            if error.status_code == 412:  # the counter moved on: read it again
+                with self._lock:
+                    if self._counter is counter:
+                        self._counter = None
+            return None
+        with self._lock:
+            self._counter = _Counter(number, str(answers[0]["etag"]))
+        return order_number
+
+    def _counter_operation(self, counter: _Counter | None, number: int) -> Any:
         entity = {"PartitionKey": _PARTITION, "RowKey": _COUNTER, "Last": number}
         if counter is None:
             return ("create", entity)
@@ -116,12 +144,12 @@ class TableOrderNumbers:
             entity,
             {
                 "mode": UpdateMode.REPLACE,
-                "etag": counter.metadata["etag"],
+                "etag": counter.etag,
                 "match_condition": MatchConditions.IfNotModified,
             },
         )
 
-    def _read(self, row_key: str) -> tuple[TableEntity | None, TableEntity | None]:
+    def _read(self, row_key: str) -> tuple[TableEntity | None, _Counter | None]:
         """The job's allocation and the counter, in one round trip. (The SDK substitutes
         parameters between spaces only, hence the spaces inside the parentheses.)"""
         found = {
@@ -131,7 +159,20 @@ class TableOrderNumbers:
                 parameters={"partition": _PARTITION, "job": row_key, "counter": _COUNTER},
             )
         }
-        return found.get(row_key), found.get(_COUNTER)
+        counter = found.get(_COUNTER)
+        return found.get(row_key), (
+            None
+            if counter is None
+            else _Counter(int(counter["Last"]), str(counter.metadata["etag"]))
+        )
+
+
+@dataclass(frozen=True)
+class _Counter:
+    """The counter entity: the last number handed out, and the ETag it has with it."""
+
+    last: int
+    etag: str
 
 
 class TableBlockOrderNumbers:

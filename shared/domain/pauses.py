@@ -4,6 +4,7 @@ paused it by hand. While paused, no task of the pipeline runs; its messages wait
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 CIRCUIT: Literal["circuit"] = "circuit"
@@ -34,11 +35,12 @@ class Paused:
 
     @property
     def summary(self) -> str:
-        """One line for a person: ``Table Storage unreachable since 2026-11-27T12:03:10+00:00``
-        or ``paused by ada@example.com since ...: <note>``."""
+        """One line for a person, to the second: ``Table Storage unreachable since
+        2026-11-27T12:03:10+00:00`` or ``paused by ada@example.com since ...: <note>``."""
+        since = datetime.fromisoformat(self.since).isoformat(timespec="seconds")
         if self.cause == CIRCUIT:
-            return f"{self.dependency} unreachable since {self.since}"
-        return f"paused by {self.by} since {self.since}: {self.note}"
+            return f"{self.dependency} unreachable since {since}"
+        return f"paused by {self.by} since {since}: {self.note}"
 
 
 def manually_paused(pipeline: str, pause: ManualPause) -> Paused:

@@ -153,10 +153,7 @@ class Circuit:
             enough = failures.count >= self._threshold
             if enough and (len(failures.sessions) >= 2 or self._threshold == 1):
                 opened = self._open = Paused(
-                    self.pipeline,
-                    CIRCUIT,
-                    self._clock().isoformat(timespec="seconds"),
-                    dependency=dependency,
+                    self.pipeline, CIRCUIT, self._clock().isoformat(), dependency=dependency
                 )
                 self._failed_probes = 1
                 self._next_probe = self._monotonic() + self._probes.backoff(1)

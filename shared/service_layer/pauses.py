@@ -70,7 +70,7 @@ class PipelineControls:
         pause, its author and note, and records nothing more."""
         self._known(pipeline)
         text = _note(note)
-        at = self._clock().isoformat(timespec="seconds")
+        at = self._clock().isoformat()
         kept = self._pauses.pause(pipeline, ManualPause(who, text, at))
         self._gates[pipeline].known(kept)
         if kept.at == at and kept.by == who:
@@ -86,7 +86,7 @@ class PipelineControls:
         ended = self._pauses.resume(pipeline)
         self._gates[pipeline].known(None)
         if ended is not None:
-            at = self._clock().isoformat(timespec="seconds")
+            at = self._clock().isoformat()
             entry = AuditEntry(audit_key(pipeline), "resume", who, at, text, role=role)
             self._audit.record(entry)
         return self.state(pipeline)

@@ -66,8 +66,13 @@ def test_an_outage_session_is_replayed_from_its_page_and_completes(
     replay = polling.wait_for(
         lambda: _replay_span(console, session_id), 30, "the replay's span exported"
     )
-    spans = console.otlp.spans(replay.trace_id)
-    (request,) = [s for s in spans if s.span_id == replay.parent_span_id]
+    (request,) = polling.wait_for(
+        lambda: [
+            s for s in console.otlp.spans(replay.trace_id) if s.span_id == replay.parent_span_id
+        ],
+        30,
+        "the console request's span exported (it ends after the replay's)",
+    )
     assert request.name == "POST /console/sessions/{session_id}/replay"
     assert [trace_id for trace_id, _ in replay.links] == [failed_trace]
 

@@ -40,6 +40,30 @@ def test_saving_again_overwrites(container: ContainerClient) -> None:
     assert [blob.name for blob in container.list_blobs()] == ["ORD-00000001.pdf"]
 
 
+def test_a_receipt_just_saved_is_loaded_without_a_download_and_others_are_downloaded(
+    container: ContainerClient, azurite_connection_string: str
+) -> None:
+    requests: list[str] = []
+    counted = ContainerClient.from_connection_string(
+        azurite_connection_string,
+        container.container_name,
+        raw_request_hook=lambda r: requests.append(r.http_request.method),
+    )
+    store = BlobReceiptStore(counted, kept=2)
+    for n in (1, 2, 3):
+        store.save(f"ORD-{n:08d}", PDF + bytes([n]))
+    requests.clear()
+
+    assert store.load("ORD-00000003") == PDF + b"\x03"
+    assert store.load("ORD-00000002") == PDF + b"\x02"
+    assert requests == []  # the two kept
+    assert store.load("ORD-00000001") == PDF + b"\x01"  # saved before them: downloaded
+    # ... as is one another instance saved
+    BlobReceiptStore(container).save("ORD-00000004", PDF)
+    assert store.load("ORD-00000004") == PDF
+    assert requests == ["GET", "GET"]
+
+
 def test_loading_a_missing_receipt_says_so(container: ContainerClient) -> None:
     with pytest.raises(ReceiptNotFound, match="ORD-404"):
         BlobReceiptStore(container).load("ORD-404")

@@ -131,6 +131,16 @@ def test_each_task_message_costs_the_round_trips_the_processor_doc_lists(
     )
     ensure_storage(tables, blobs, tables=APP_TABLES)
     catalog = TableProductCatalog(tables.get_table_client(PRODUCTS_TABLE))
+    order_numbers = TableOrderNumbers(tables.get_table_client(ORDER_NUMBERS_TABLE))
+    payments = TableSimulatedPaymentGateway(
+        tables.get_table_client(PAYMENTS_TABLE), decline_tokens=frozenset({DECLINED}), refresh=600
+    )
+    # As in a worker that has taken orders already: the allocator knows the counter it last
+    # wrote, and the provider has its outage switch (read by time, not per charge: here once).
+    order_numbers.allocate(f"earlier-{uuid.uuid4()}")
+    payments.charge(
+        idempotency_key=str(uuid.uuid4()), card_token="tok_visa", amount=Decimal(1), currency="EUR"
+    )
     processors = {
         PRODUCT_IMPORT: SessionProcessor(
             pipeline=PRODUCT_IMPORT,
@@ -145,12 +155,9 @@ def test_each_task_message_costs_the_round_trips_the_processor_doc_lists(
             policy=PIPELINES.policy(PURCHASE),
             tasks=purchase_tasks(
                 PurchaseDependencies(
-                    order_numbers=TableOrderNumbers(tables.get_table_client(ORDER_NUMBERS_TABLE)),
+                    order_numbers=order_numbers,
                     catalog=catalog,
-                    payments=TableSimulatedPaymentGateway(
-                        tables.get_table_client(PAYMENTS_TABLE),
-                        decline_tokens=frozenset({DECLINED}),
-                    ),
+                    payments=payments,
                     receipts=BlobReceiptStore(blobs.get_container_client(RECEIPTS_CONTAINER)),
                     renderer=ReportLabReceiptRenderer(),
                     mailer=ReceiptMailer(

@@ -137,3 +137,21 @@ def test_find_returns_the_charge_made_under_a_key_or_none(table: TableClient) ->
     )
 
     assert gateway.find("job/1:payment") == charge
+
+
+def test_a_new_charge_is_one_insert_and_the_switch_is_read_once_per_refresh(
+    table: TableClient, azurite_connection_string: str
+) -> None:
+    requests: list[str] = []
+    counted = TableClient.from_connection_string(
+        azurite_connection_string,
+        table.table_name,
+        raw_request_hook=lambda r: requests.append(r.http_request.method),
+    )
+    gateway = TableSimulatedPaymentGateway(counted, refresh=60)
+
+    for n in range(5):
+        charge(gateway, f"job-{n}:payment")
+
+    # the switch read once (GET), then one insert (POST) a charge
+    assert requests == ["GET"] + ["POST"] * 5

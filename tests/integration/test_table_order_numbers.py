@@ -67,3 +67,28 @@ def test_find_reads_a_jobs_number_without_allocating_one(table: TableClient) -> 
     assert numbers.find("job/1") == allocated
     assert numbers.find("job/2") is None
     assert numbers.allocate("job/2") == "ORD-00000002"  # find took no number
+
+
+def test_one_request_an_order_while_no_other_instance_allocates(
+    table: TableClient, azurite_connection_string: str
+) -> None:
+    requests: list[str] = []
+    counted = TableClient.from_connection_string(
+        azurite_connection_string,
+        table.table_name,
+        raw_request_hook=lambda r: requests.append(r.http_request.method),
+    )
+    numbers, elsewhere = TableOrderNumbers(counted), TableOrderNumbers(table)
+
+    first = [numbers.allocate(f"job-{n}") for n in range(4)]
+    assert requests == ["GET", "POST"] + ["POST"] * 3  # read once, then one transaction each
+    requests.clear()
+    # Another instance allocates: this one's counter is stale, and it reads it again.
+    assert elsewhere.allocate("job-elsewhere") == "ORD-00000005"
+    assert numbers.allocate("job-4") == "ORD-00000006"
+    assert requests == ["POST", "GET", "POST"]
+    requests.clear()
+    # A job that has its number: the transaction finds it taken, the read returns it.
+    assert numbers.allocate("job-0") == first[0] == "ORD-00000001"
+    assert numbers.allocate("job-5") == "ORD-00000007"
+    assert requests == ["POST", "GET", "POST"]

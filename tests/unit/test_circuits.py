@@ -119,13 +119,18 @@ def test_an_operators_pause_holds_every_session_and_is_read_once_per_its_time_to
     gate = PipelineGate(circuit(time), pauses, pause_ttl=5, monotonic=time.monotonic)
     assert gate.admit("s-1") and pauses.reads == 1
 
-    pauses.pause("purchase", ManualPause("ada@example.com", "maintenance", "t0"))
+    pauses.pause(
+        "purchase",
+        ManualPause("ada@example.com", "maintenance", "2026-11-27T12:03:10.250000+00:00"),
+    )
     assert gate.admit("s-1")  # read 0 s ago: not seen yet
     time.advance(5)
     assert not gate.admit("s-1") and not gate.admit("s-2")
     paused = gate.paused()
     assert (
-        paused is not None and paused.summary == "paused by ada@example.com since t0: maintenance"
+        paused is not None
+        and paused.summary
+        == "paused by ada@example.com since 2026-11-27T12:03:10+00:00: maintenance"
     )
     assert pauses.reads == 2
 
@@ -138,7 +143,10 @@ class Unreachable(InMemoryPipelinePauses):
 def test_a_pause_store_out_of_reach_keeps_what_was_read_last() -> None:
     time = FakeTime(NOW)
     stored = InMemoryPipelinePauses()
-    stored.pause("purchase", ManualPause("ada@example.com", "maintenance", "t0"))
+    stored.pause(
+        "purchase",
+        ManualPause("ada@example.com", "maintenance", "2026-11-27T12:03:10.250000+00:00"),
+    )
     gate = PipelineGate(circuit(time), stored, pause_ttl=5, monotonic=time.monotonic)
     assert not gate.admit("s-1")
 

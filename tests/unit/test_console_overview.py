@@ -104,7 +104,10 @@ def test_in_an_outage_the_overview_says_what_it_cannot_read_and_which_pipelines_
     time = FakeTime(datetime(2026, 11, 27, 12, 3, 10, tzinfo=UTC))
     circuit = Circuit("purchase", threshold=2, clock=time.now, monotonic=time.monotonic)
     pauses = InMemoryPipelinePauses()
-    pauses.pause("product_import", ManualPause("ada@example.com", "reindexing", "t0"))
+    pauses.pause(
+        "product_import",
+        ManualPause("ada@example.com", "reindexing", "2026-11-27T12:03:10.250000+00:00"),
+    )
     gates = Gates(
         [
             PipelineGate(circuit, pauses, monotonic=time.monotonic),
@@ -140,4 +143,7 @@ def test_in_an_outage_the_overview_says_what_it_cannot_read_and_which_pipelines_
     assert purchase.paused is not None
     assert purchase.paused.summary == ("Table Storage unreachable since 2026-11-27T12:03:10+00:00")
     assert product_import.paused is not None
-    assert product_import.paused.summary == "paused by ada@example.com since t0: reindexing"
+    assert (
+        product_import.paused.summary
+        == "paused by ada@example.com since 2026-11-27T12:03:10+00:00: reindexing"
+    )

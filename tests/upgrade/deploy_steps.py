@@ -14,6 +14,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusSubQueue
 
 from localdev.api_client import AppClient
 from localdev.host_instances import HostInstance
+from localdev.releases import Release
 from localdev.stack import LocalStack
 from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.adapters.table_import_manifests import IMPORT_JOBS_TABLE, TableManifestStore
@@ -21,8 +22,6 @@ from shared.adapters.table_keys import table_key
 from shared.domain.import_jobs import JobManifest
 from shared.domain.pipelines import import_message
 from tests.e2e.conftest import wait_for
-
-from .releases import Release
 
 TAX, SHIPPING = Decimal("0.25"), Decimal("4.95")
 CARD = "tok_visa_4242"

@@ -39,6 +39,7 @@ from azure.servicebus import ServiceBusClient
 from localdev.api_client import AppClient
 from localdev.host_instances import HostInstance
 from localdev.ports import free_port
+from localdev.releases import Release, previous_release
 from localdev.stack import run_stack
 from localdev.stack_layout import APP_SCRIPT, REPO_ROOT, SETTINGS_FILE
 from shared.adapters.azure_clients import PAYMENTS_TABLE, PRODUCTS_TABLE
@@ -65,7 +66,6 @@ from .deploy_steps import (
     wait_counted,
     wait_imported,
 )
-from .releases import Release, previous_release
 
 pytestmark = pytest.mark.e2e
 

@@ -20,6 +20,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
@@ -181,9 +182,18 @@ class WorkerProcess:
         """Wait for the process to exit; its exit code (negative: the signal that ended it)."""
         return None if self._process is None else self._process.wait()
 
-    @property
-    def exited(self) -> bool:
-        return self._process is not None and self._process.poll() is not None
+    def exits_within(self, seconds: float) -> bool:
+        """Whether the process has exited, or exits within ``seconds``. Its supervisor's
+        ``wait`` holds the process's wait lock (``poll`` answers None meanwhile), so this
+        watches the exit code that wait sets as well."""
+        if self._process is None:
+            return False
+        deadline = time.monotonic() + seconds
+        while self._process.returncode is None and self._process.poll() is None:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
 
     def kill(self) -> None:
         """End the process at once (the host restarts a worker whose function timed out)."""

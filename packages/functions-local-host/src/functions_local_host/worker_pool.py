@@ -52,6 +52,8 @@ logger = logging.getLogger("functions_local_host")
 _STABLE_SECONDS = 60.0
 _FIRST_DELAY_SECONDS = 1.0
 _MAX_DELAY_SECONDS = 30.0
+# A worker whose stream ended and whose process exits within this long ended by itself.
+_EXIT_GRACE_SECONDS = 1.0
 
 
 @dataclass
@@ -292,9 +294,11 @@ class WorkerPool:
                     invocation.invocation_id, message, timeout=self.function_timeout
                 )
             except WorkerGone:
-                # Its stream is gone: it is ended (if it has not exited), and its supervisor
-                # starts another.
-                self._not_ready(slot, worker, None if worker.exited else "its stream ended")
+                # Its stream is gone: it is ended (unless it exits by itself at once: a
+                # crash ends the stream a moment before the exit is seen), and its
+                # supervisor starts another.
+                ended_by = None if worker.exits_within(_EXIT_GRACE_SECONDS) else "its stream ended"
+                self._not_ready(slot, worker, ended_by)
                 worker.kill()
             except ConnectionError as error:
                 return _failed(invocation, str(error))
