@@ -1,6 +1,7 @@
-"""Orders' progress in Table Storage (table ``orderprogress``): PartitionKey =
-``table_key(job id)``; RowKey ``accepted`` for the acceptance and ``step-<n>`` (zero-padded) for
-the latest outcome of each step, which a redelivery or a replay of the step overwrites."""
+"""Orders' acceptances in Table Storage (table ``orderprogress``): PartitionKey =
+``table_key(job id)``, RowKey ``accepted``. Earlier releases also wrote a row ``step-<n>``
+(zero-padded) with the latest outcome of each step; this release reads them and writes none
+(how far an order got is read from its sessions' outcomes: ``shared.service_layer.orders``)."""
 
 from __future__ import annotations
 
@@ -44,21 +45,6 @@ class TableOrderProgress:
     @translated(TABLE_STORAGE)
     def withdraw(self, job_id: str, session_id: str) -> None:
         self._table.delete_entity(table_key(job_id), _ACCEPTED)
-
-    @translated(TABLE_STORAGE)
-    def record(self, job_id: str, outcome: StepOutcome) -> None:
-        entity: dict[str, Any] = {
-            "PartitionKey": table_key(job_id),
-            "RowKey": f"{_STEP}{outcome.step:09d}",
-            "step": outcome.step,
-            "task": outcome.task,
-            "status": outcome.status,
-            "session_id": outcome.session_id,
-            "at": outcome.at,
-        }
-        if outcome.reason:
-            entity["reason"] = outcome.reason
-        self._table.upsert_entity(entity, mode=UpdateMode.REPLACE)
 
     @translated(TABLE_STORAGE)
     def find(self, job_id: str) -> OrderRecord | None:

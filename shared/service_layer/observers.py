@@ -1,7 +1,7 @@
-"""What the processors tell about each message they settle, recorded for the status routes:
-the outcome of each import row (GET /api/imports/{job_id}) and of each order step
-(GET /api/orders/{job_id}). Each observer runs before the message is settled, so an outcome is
-recorded before it is final, and re-recorded (an upsert) when the message comes again."""
+"""What the processors tell about each message they settle, recorded for the status route of
+the import (GET /api/imports/{job_id}): the outcome of each import row. The observer runs
+before the message is settled, so an outcome is recorded before it is final, and re-recorded
+(an upsert) when the message comes again."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..domain.envelope import TaskMessage
-from ..domain.order_status import COMPLETED, FAILED, StepOutcome
-from .clock import Clock, utc_now
-from .ports import ImportProgress, OrderProgress, RowOutcome
+from .ports import ImportProgress, RowOutcome
 from .session_messages import IncomingMessage, Observer, Outcome, Told
 
 IMPORTED = "imported"
@@ -135,29 +133,6 @@ def _seen(told: Sequence[Told]) -> list[Observed]:
                 Observed(incoming, job_id, step, task, outcome is Outcome.COMPLETED, reason)
             )
     return seen
-
-
-def order_progress_observer(progress: OrderProgress, *, clock: Clock = utc_now) -> Observer:
-    """Records the latest outcome of each step of an order, under its job id (a replay keeps
-    the job id, so its steps overwrite the failed ones). A message that names no step cannot
-    be placed and is left out."""
-
-    def record(seen: Observed) -> None:
-        if seen.step is None:
-            return
-        progress.record(
-            seen.job_id,
-            StepOutcome(
-                step=seen.step,
-                task=seen.task or "",
-                status=COMPLETED if seen.completed else FAILED,
-                reason=seen.reason,
-                session_id=seen.incoming.session_id,
-                at=clock().isoformat(),
-            ),
-        )
-
-    return _observer(record)
 
 
 def _observer(record: Callable[[Observed], None]) -> Observer:

@@ -25,19 +25,17 @@ from ..domain.pricing import calculate_totals
 from ..domain.receipt_emails import SENT
 from ..domain.receipts import Receipt, ReceiptLine
 from .clock import Clock, utc_now
-from .observers import order_progress_observer
 from .ports import (
     Attachment,
     Email,
     OrderNumbers,
-    OrderProgress,
     PaymentGateway,
     ProductCatalog,
     ReceiptRenderer,
     ReceiptStore,
 )
 from .receipt_mailer import ReceiptMailer
-from .session_messages import Observer, Task, TaskInvocation
+from .session_messages import Task, TaskInvocation
 
 
 @dataclass(frozen=True)
@@ -75,11 +73,6 @@ def build_tasks(
             shipping_fee=settings.shipping_fee,
         )
     )
-
-
-def build_observer(order_progress: OrderProgress) -> Observer:
-    """Each order step's outcome, for ``GET /api/orders/{job_id}``."""
-    return order_progress_observer(order_progress)
 
 
 def purchase_tasks(deps: PurchaseDependencies) -> dict[str, Task]:

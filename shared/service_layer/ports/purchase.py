@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Protocol
 
-from ...domain.order_status import OrderRecord, StepOutcome
+from ...domain.order_status import OrderRecord
 from ...domain.payments import Charge
 from ...domain.products import Product
 from ...domain.receipt_emails import ReceiptEmail
@@ -100,12 +100,9 @@ class OrderProgress(Protocol):
         none."""
         ...
 
-    def record(self, job_id: str, outcome: StepOutcome) -> None:
-        """Upsert the latest outcome of one step."""
-        ...
-
     def find(self, job_id: str) -> OrderRecord | None:
-        """The order's record, or None when it was never accepted."""
+        """The order's record (its acceptance, and the step rows of earlier releases), or
+        None when it was never accepted."""
         ...
 
     def records(self, *, up_to: int) -> list[OrderRecord]:
