@@ -18,6 +18,7 @@ from shared.entrypoints import (
     exports_http,
     failed_sessions_http,
     imports_http,
+    openapi_http,
     orders_http,
     overview_http,
     pipeline_controls_http,
@@ -42,5 +43,6 @@ app.register_functions(replay_queue.bp)
 app.register_functions(imports_http.bp)
 app.register_functions(overview_http.bp)
 app.register_functions(pipeline_controls_http.bp)
+app.register_functions(openapi_http.bp)
 for console_blueprint in console.BLUEPRINTS:
     app.register_functions(console_blueprint)

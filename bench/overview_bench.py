@@ -41,7 +41,7 @@ from bench.stack_client import HOST, cpu_used, stack_process
 from shared.adapters.azure_clients import FAILED_SESSIONS_TABLE, ORDER_PROGRESS_TABLE
 from shared.adapters.table_failed_sessions import SUMMARY_ROW
 from shared.adapters.table_keys import table_key
-from shared.bootstrap import Container
+from shared.bootstrap import Container, app_pipelines
 from shared.config import Settings
 from shared.domain.pipelines import PURCHASE_TASKS
 from shared.service_layer import overview as overview_service
@@ -157,13 +157,14 @@ def get_overview(api_url: str, key: str) -> tuple[float, dict[str, Any]]:
 def time_reads(storage: str, servicebus: str) -> list[tuple[str, float]]:
     """Each read of the overview, timed alone in this process with the app's adapters."""
     settings = Settings.from_env(
-        {
+        pipelines=app_pipelines({}).declared,
+        environ={
             **json.loads((Path(__file__).parents[1] / "local.settings.json.example").read_text())[
                 "Values"
             ],
             "AzureWebJobsStorage": storage,
             "ServiceBusConnection": servicebus,
-        }
+        },
     )
     c = Container(settings)
     sources = c.overview_sources

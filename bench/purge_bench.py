@@ -35,7 +35,7 @@ from azure.storage.blob import BlobServiceClient
 
 from bench.proc import load_average, machine_line
 from localdev.azurite import run_azurite
-from shared.adapters.azure_clients import APP_CONTAINERS, APP_TABLES, ensure_storage
+from shared.adapters.azure_clients import APP_CONTAINERS, ensure_storage
 from shared.adapters.blob_receipts import BlobReceiptStore
 from shared.adapters.pdf_receipts import ReportLabReceiptRenderer
 from shared.adapters.simulated_payments import TableSimulatedPaymentGateway
@@ -46,6 +46,7 @@ from shared.adapters.table_order_numbers import TableOrderNumbers
 from shared.adapters.table_order_progress import TableOrderProgress
 from shared.adapters.table_retention import TableRetention
 from shared.adapters.table_session_outcomes import TableSessionOutcomes
+from shared.bootstrap.declared import APP_TABLES
 from shared.domain.archive import FailureRecord
 from shared.domain.envelope import TaskMessage
 from shared.domain.idempotency import IdempotencyRecord
@@ -231,7 +232,7 @@ def main() -> None:
 
         tables = TableServiceClient.from_connection_string(connection, raw_request_hook=count)
         blobs = BlobServiceClient.from_connection_string(connection, raw_request_hook=count)
-        ensure_storage(tables, blobs)
+        ensure_storage(tables, blobs, tables=APP_TABLES)
         now = datetime.now(UTC)
         started = time.perf_counter()
         write_orders(tables, blobs, args.orders, args.failed, now.isoformat())

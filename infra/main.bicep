@@ -84,9 +84,10 @@ param alertFailedSessionsThreshold int = 10
 param alertFailedSessionsWindowMinutes int = 15
 
 var abbrs = loadJsonContent('abbreviations.json')
-// The pipelines' session queues and the app settings naming them, written from the app's
-// pipeline declarations by `python -m localdev.pipelines` (docs/pipelines.md).
-var pipelines = loadJsonContent('pipelines.json').pipelines
+// What the app's pipeline declarations imply, written by `python -m localdev.derived`
+// (docs/pipelines.md): the session queues and the app settings naming them, and the tables.
+var appResources = loadJsonContent('app-resources.json')
+var pipelines = appResources.pipelines
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName }
 var functionAppName = '${abbrs.webSitesFunctions}${resourceToken}'
@@ -142,7 +143,7 @@ module storage 'app/storage.bicep' = {
     location: location
     tags: tags
     containers: [deploymentContainerName, 'receipts', 'deadletter-bodies']
-    tables: ['products', 'ordernumbers', 'simulatedpayments', 'deadletters', 'failedsessions', 'replayrequests', 'importprogress', 'importjobs', 'idempotencykeys', 'orderprogress', 'operatoraudit', 'confirmations', 'sessionoutcomes', 'pipelinepauses', 'receiptemails', 'timerruns']
+    tables: appResources.tables
     queues: [replayQueueName, '${replayQueueName}-poison']
     skuName: storageSku
   }

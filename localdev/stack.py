@@ -31,10 +31,10 @@ from functions_local_host.host import (
     WORKER_PROCESSES_SETTING,
 )
 from localdev.azurite import Azurite, run_azurite
+from localdev.derived_files import emulator_queues
 from localdev.email_http import RunningEmailService, run_email_service
 from localdev.host_instances import HostInstance, HostInstances
 from localdev.mail_sink import MailSink, run_mail_sink
-from localdev.pipelines import emulator_queues
 from localdev.ports import choose_port
 from localdev.stack_layout import (
     APP_SCRIPT,
@@ -46,9 +46,9 @@ from localdev.stack_layout import (
     Ports,
 )
 from shared.adapters.azure_clients import ensure_storage
+from shared.bootstrap import app_pipelines
 from shared.config import EMAIL_CONNECTION, SERVICE_BUS_CONNECTION, STORAGE_CONNECTION
 from shared.entrypoints.http import API_PREFIX
-from shared.service_layer.pipelines import registry
 
 __all__ = ["HOST_JSON", "INSTANCES_SETTING", "LocalStack", "Ports", "create_storage", "run_stack"]
 
@@ -149,7 +149,7 @@ def run_stack(
     values.update(overrides or {})
     # Every declared pipeline (those of PIPELINE_MODULES too) has its queue setting, by default
     # its declared queue name (an environment variable of the same name still wins).
-    for pipeline in registry({**os.environ, **values}):
+    for pipeline in app_pipelines({**os.environ, **values}).declared:
         name = pipeline.queue_setting
         values.setdefault(name, os.environ.get(name, pipeline.default_queue))
     # The app's worker runs in a process of its own, as in Azure (the host apart from the
@@ -186,7 +186,8 @@ def run_stack(
                 data_dir=data.servicebus if data else None,
                 log_path=logs / "servicebus.log",
                 session_queues=[
-                    values[p.queue_setting] for p in registry({**os.environ, **values})
+                    values[p.queue_setting]
+                    for p in app_pipelines({**os.environ, **values}).declared
                 ],
             )
         )
@@ -221,7 +222,7 @@ def run_stack(
         # same name in the environment still wins, as it does for the host).
         for name in (MASTER_KEY_SETTING, HOST_KEY_SETTING):
             values[name] = values.get(name) or os.environ.get(name) or secrets.token_urlsafe(32)
-        create_storage(azurite.connection_string, values.get("REPLAY_QUEUE_NAME"))
+        create_storage(azurite.connection_string, values)
 
         if str(REPO_ROOT) not in sys.path:
             sys.path.insert(0, str(REPO_ROOT))
@@ -325,16 +326,22 @@ def _function_keys(path: Path) -> dict[str, str]:
     return keys
 
 
-def create_storage(connection_string: str, replay_queue: str | None) -> None:
-    """The tables, containers and queues the app expects to exist (as infra creates them)."""
+def create_storage(connection_string: str, values: Mapping[str, str]) -> None:
+    """The tables, containers and queues the app expects to exist (as infra creates them):
+    with ``values`` (the app's settings), the tables of the pipelines of ``PIPELINE_MODULES``
+    too, and the replay queue ``REPLAY_QUEUE_NAME`` names."""
     from azure.data.tables import TableServiceClient
     from azure.storage.blob import BlobServiceClient
     from azure.storage.queue import QueueServiceClient
 
+    from shared.bootstrap.declared import app_tables
+
+    replay_queue = values.get("REPLAY_QUEUE_NAME")
     queues = [replay_queue, f"{replay_queue}-poison"] if replay_queue else []
     ensure_storage(
         TableServiceClient.from_connection_string(connection_string),
         BlobServiceClient.from_connection_string(connection_string),
         QueueServiceClient.from_connection_string(connection_string),
+        tables=app_tables({**os.environ, **values}),
         queues=queues,
     )

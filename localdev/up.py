@@ -247,7 +247,7 @@ def _create_storage(settings_file: Path) -> int:
 
     values = load_settings(settings_file)
     values = {name: os.environ.get(name, value) for name, value in values.items()}
-    create_storage(connection_string(STORAGE_CONNECTION, values), values.get("REPLAY_QUEUE_NAME"))
+    create_storage(connection_string(STORAGE_CONNECTION, values), values)
     print("Created the app's tables, containers and queues (those that were missing).")
     return 0
 

@@ -7,16 +7,21 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from shared.bootstrap import app_pipelines
+from shared.config import Settings
 from shared.domain.envelope import TaskMessage
-from shared.domain.pipelines import PURCHASE, PURCHASE_TASKS
-from shared.service_layer.pipelines import registry
+from shared.domain.pipelines import PURCHASE, PURCHASE_TASKS, Pipelines
 from shared.service_layer.ports import DeadLetter
+
+# The pipelines the app ships (the list, without PIPELINE_MODULES): what the services are
+# handed in the tests.
+PIPELINES: Pipelines = app_pipelines({}).declared
 
 # The settings the app cannot start without, and nothing optional: each declared pipeline's
 # queue under its default name, and the local emulator's and Azurite's well-known connection
 # strings (no service is contacted until a client is used).
 APP_SETTINGS = {
-    **{p.queue_setting: p.default_queue for p in registry()},
+    **{p.queue_setting: p.default_queue for p in PIPELINES},
     "REPLAY_QUEUE_NAME": "replay-requests",
     "ServiceBusConnection": "Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=v;"
     "UseDevelopmentEmulator=true;",
@@ -30,6 +35,12 @@ APP_SETTINGS = {
     # stragglers before it takes a dead-letter sub-queue for empty.
     "DLQ_ARCHIVE_RECEIVE_WAIT_SECONDS": "0.5",
 }
+
+
+def app_settings(environ: Mapping[str, str] = APP_SETTINGS) -> Settings:
+    """``Settings.from_env`` of the app with ``environ``'s pipelines (PIPELINE_MODULES too)."""
+    return Settings.from_env(environ, pipelines=app_pipelines(environ).declared)
+
 
 # When the builders' dead letters were enqueued.
 NOW = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)

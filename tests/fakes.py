@@ -562,6 +562,9 @@ class InMemorySessionOutcomes:
         mine = [o for (job, _), o in self.outcomes.items() if job == job_id]
         return sorted(mine, key=lambda o: (o.at, o.session_id))
 
+    def of_pipeline(self, pipeline: str, *, up_to: int) -> list[SessionOutcome]:
+        return [o for o in self.outcomes.values() if o.pipeline == pipeline][:up_to]
+
 
 class InMemoryImportManifests:
     def __init__(self) -> None:

@@ -20,7 +20,7 @@ param actionGroupName string
 param alertEmail string
 param serviceBusNamespaceName string
 param appInsightsName string
-@description('The pipelines\' session queues (infra/pipelines.json).')
+@description('The pipelines\' session queues (infra/app-resources.json).')
 param queueNames array
 @allowed([5, 15, 30, 60])
 @description('How long a dead letter may wait for the archive: a few archive runs (it runs every 5 minutes).')

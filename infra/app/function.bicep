@@ -34,8 +34,8 @@ param alertFailedSessionsThreshold int = 10
 param alertFailedSessionsWindowMinutes int = 15
 param instanceMemoryMB int = 2048
 
-// Each pipeline's queue setting (docs/pipelines.md; written by `python -m localdev.pipelines`).
-var pipelineQueueSettings = [for pipeline in loadJsonContent('../pipelines.json').pipelines: {
+// Each pipeline's queue setting (docs/pipelines.md; written by `python -m localdev.derived`).
+var pipelineQueueSettings = [for pipeline in loadJsonContent('../app-resources.json').pipelines: {
   name: pipeline.queueSetting
   value: pipeline.queue
 }]
@@ -57,8 +57,8 @@ var appSettings = [
   // Keep every trace (unset, azure-monitor-opentelemetry 1.8 samples 5 traces/s: _default_sampling_ratio); docs/telemetry.md, Sampling.
   { name: 'OTEL_TRACES_SAMPLER', value: 'microsoft.fixed_percentage' }
   { name: 'OTEL_TRACES_SAMPLER_ARG', value: '1.0' }
-  // Threads for the synchronous functions: 2 session triggers x maxConcurrentSessions (12) + 4 for HTTP, timer, replay queue (unset: min(32, CPUs + 4)); docs/deploy.md.
-  { name: 'PYTHON_THREADPOOL_THREAD_COUNT', value: '28' }
+  // Threads for the synchronous functions: each session queue x maxConcurrentSessions + 4 for HTTP, timer, replay queue (unset: min(32, CPUs + 4)); written by `python -m localdev.derived`, docs/deploy.md.
+  { name: 'PYTHON_THREADPOOL_THREAD_COUNT', value: string(loadJsonContent('../app-resources.json').threadCount) }
   // What the app reads (shared/config.py and the trigger decorators).
   { name: 'REPLAY_QUEUE_NAME', value: replayQueueName }
   { name: 'DLQ_ARCHIVE_SCHEDULE', value: dlqArchiveSchedule }

@@ -28,45 +28,56 @@ from ..config import (
     ServiceBusConnectionSettings,
     StorageConnectionSettings,
 )
+from ..domain.pipelines.product_import import (
+    IMPORT_JOBS_TABLE,
+    IMPORT_PROGRESS_TABLE,
+    PRODUCTS_TABLE,
+)
+from ..domain.pipelines.purchase import (
+    ORDER_NUMBERS_TABLE,
+    ORDER_PROGRESS_TABLE,
+    PAYMENTS_TABLE,
+    RECEIPT_EMAILS_TABLE,
+)
 from .storage_requests import StorageRequestCounter
 from .table_audit import AUDIT_TABLE
 from .table_confirmations import CONFIRMATIONS_TABLE
-from .table_import_manifests import IMPORT_JOBS_TABLE
 from .table_pipeline_pauses import PIPELINE_PAUSES_TABLE
-from .table_receipt_emails import RECEIPT_EMAILS_TABLE
 from .table_session_outcomes import SESSION_OUTCOMES_TABLE
 from .table_timer_runs import TIMER_RUNS_TABLE
 from .table_transactions import TableTransactions
 
-PRODUCTS_TABLE = "products"
-ORDER_NUMBERS_TABLE = "ordernumbers"
-PAYMENTS_TABLE = "simulatedpayments"
+# The pipelines' own tables are named by their declarations (shared.domain.pipelines);
+# these names are kept here too for the adapters that open them.
+__all__ = [
+    "IMPORT_JOBS_TABLE",
+    "IMPORT_PROGRESS_TABLE",
+    "ORDER_NUMBERS_TABLE",
+    "ORDER_PROGRESS_TABLE",
+    "PAYMENTS_TABLE",
+    "PRODUCTS_TABLE",
+    "RECEIPT_EMAILS_TABLE",
+]
+
 RECEIPTS_CONTAINER = "receipts"
 
 DEAD_LETTERS_TABLE = "deadletters"
 FAILED_SESSIONS_TABLE = "failedsessions"
 REPLAY_REQUESTS_TABLE = "replayrequests"
-IMPORT_PROGRESS_TABLE = "importprogress"
 IDEMPOTENCY_TABLE = "idempotencykeys"
-ORDER_PROGRESS_TABLE = "orderprogress"
 DEAD_LETTER_BODIES_CONTAINER = "deadletter-bodies"
 
-APP_TABLES = (
-    PRODUCTS_TABLE,
-    ORDER_NUMBERS_TABLE,
-    PAYMENTS_TABLE,
+# The tables of the app itself, whatever pipelines it runs; with each declared pipeline's
+# own ``tables``, the app's tables (``shared.bootstrap.declared.APP_TABLES``).
+CORE_TABLES = (
     DEAD_LETTERS_TABLE,
     FAILED_SESSIONS_TABLE,
     REPLAY_REQUESTS_TABLE,
-    IMPORT_PROGRESS_TABLE,
-    IMPORT_JOBS_TABLE,
     IDEMPOTENCY_TABLE,
-    ORDER_PROGRESS_TABLE,
     AUDIT_TABLE,
     CONFIRMATIONS_TABLE,
     SESSION_OUTCOMES_TABLE,
     PIPELINE_PAUSES_TABLE,
-    RECEIPT_EMAILS_TABLE,
     TIMER_RUNS_TABLE,
 )
 APP_CONTAINERS = (RECEIPTS_CONTAINER, DEAD_LETTER_BODIES_CONTAINER)
@@ -178,7 +189,7 @@ def ensure_storage(
     blob_service: BlobServiceClient,
     queue_service: QueueServiceClient | None = None,
     *,
-    tables: Iterable[str] = APP_TABLES,
+    tables: Iterable[str],
     containers: Iterable[str] = APP_CONTAINERS,
     queues: Iterable[str] = (),
 ) -> None:

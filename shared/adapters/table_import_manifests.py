@@ -17,10 +17,10 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
 
 from ..domain.import_jobs import JobManifest, ManifestNotFound
+from ..domain.pipelines.product_import import IMPORT_JOBS_TABLE as IMPORT_JOBS_TABLE
 from .azure_errors import TABLE_STORAGE, translated
 from .table_keys import table_key
 
-IMPORT_JOBS_TABLE = "importjobs"
 _ROW_KEY = "manifest"
 # A string property holds at most 64 KiB (32K UTF-16 characters): thousands of sessions are
 # spread over sessions, sessions_1, sessions_2... (an entity holds up to 1 MiB).

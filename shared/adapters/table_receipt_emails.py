@@ -11,11 +11,11 @@ from typing import Any, cast
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 from azure.data.tables import TableClient, UpdateMode
 
+from ..domain.pipelines.purchase import RECEIPT_EMAILS_TABLE as RECEIPT_EMAILS_TABLE
 from ..domain.receipt_emails import ReceiptEmail, ReceiptEmailStatus
 from .azure_errors import TABLE_STORAGE, translated
 from .table_keys import table_key
 
-RECEIPT_EMAILS_TABLE = "receiptemails"
 _ROW = "receipt"
 
 

@@ -12,16 +12,10 @@ batches (two sessions, two jobs) the purge stops once ``time.monotonic()`` passe
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
-
-from azure.core.exceptions import HttpResponseError
-from azure.data.tables import TableClient
-from azure.storage.blob import ContainerClient
 
 from ..domain.archive import REPLAYED
 from ..domain.import_jobs import import_job_status
@@ -45,8 +39,8 @@ from .azure_clients import (
 from .azure_errors import TABLE_STORAGE, translated
 from .blob_receipts import receipt_blob_name
 from .table_audit import AUDIT_TABLE
-from .table_batches import TRANSACTION_MAX_OPERATIONS
 from .table_confirmations import CONFIRMATIONS_TABLE
+from .table_deletes import KEYS, Counts, TableDeletes, key_of
 from .table_failed_sessions import SUMMARY_ROW
 from .table_import_manifests import IMPORT_JOBS_TABLE, manifest_of
 from .table_import_progress import TableImportProgress
@@ -55,26 +49,12 @@ from .table_order_numbers import allocation_keys
 from .table_order_progress import order_record
 from .table_session_outcomes import SESSION_OUTCOMES_TABLE
 
-BLOB_BATCH_MAX = 256
 PARALLEL_JOBS = 8  # jobs purged at a time
-_KEYS = ["PartitionKey", "RowKey"]
-Key = tuple[str, str]
 
 
-class TableRetention:
+class TableRetention(TableDeletes):
     """Implements RetentionStore over the app's tables and containers, by their names (the
     constants of ``azure_clients`` and the adapters)."""
-
-    def __init__(
-        self,
-        tables: Mapping[str, TableClient],
-        containers: Mapping[str, ContainerClient],
-        *,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._tables = tables
-        self._containers = containers
-        self._monotonic = monotonic
 
     # -- records with a time of their own -----------------------------------------------------
 
@@ -98,9 +78,9 @@ class TableRetention:
     def _purge_where(self, table: str, where: str, before: str, until: float) -> Purged:
         client = self._tables[table]
         found = client.query_entities(
-            where, parameters={"before": before}, select=_KEYS, results_per_page=1000
+            where, parameters={"before": before}, select=KEYS, results_per_page=1000
         )
-        deleted, finished = self._delete_rows(client, (_key(e) for e in found), until)
+        deleted, finished = self._delete_rows(client, (key_of(e) for e in found), until)
         return Purged({table: deleted}, finished)
 
     # -- failed sessions ------------------------------------------------------------------------
@@ -116,14 +96,14 @@ class TableRetention:
             parameters={"row": SUMMARY_ROW, "before": before},
             select=["PartitionKey", "RowKey", "job_id"],
         )
-        deleted = _Counts()
+        deleted = Counts()
         for summary in summaries:
             if self._monotonic() >= until:
                 return Purged(deleted.counts, False)
             self._purge_session(summary, keep, deleted)
         return Purged(deleted.counts, True)
 
-    def _purge_session(self, summary: Any, keep: Keep, deleted: _Counts) -> None:
+    def _purge_session(self, summary: Any, keep: Keep, deleted: Counts) -> None:
         """The session's archived messages and their blobs, then its summary; nothing of a
         session whose job is kept."""
         rows_table = self._tables[DEAD_LETTERS_TABLE]
@@ -141,15 +121,15 @@ class TableRetention:
         deleted.add(
             DEAD_LETTER_BODIES_CONTAINER, self._delete_blobs(DEAD_LETTER_BODIES_CONTAINER, blobs)
         )
-        deleted.add(DEAD_LETTERS_TABLE, self._delete_rows(rows_table, map(_key, rows))[0])
+        deleted.add(DEAD_LETTERS_TABLE, self._delete_rows(rows_table, map(key_of, rows))[0])
         summaries = self._tables[FAILED_SESSIONS_TABLE]
-        deleted.add(FAILED_SESSIONS_TABLE, self._delete_rows(summaries, [_key(summary)])[0])
+        deleted.add(FAILED_SESSIONS_TABLE, self._delete_rows(summaries, [key_of(summary)])[0])
 
     # -- jobs -----------------------------------------------------------------------------------
 
     @translated(TABLE_STORAGE)
     def purge_jobs(self, before: str, keep: Keep, until: float) -> Purged:
-        deleted = _Counts()
+        deleted = Counts()
         seen: set[str] = set()  # partitions of the session outcomes already decided
         for step in (self._purge_orders, self._purge_imports, self._purge_outcomes):
             if not step(before, keep, until, deleted, seen):
@@ -157,7 +137,7 @@ class TableRetention:
         return Purged(deleted.counts, True)
 
     def _purge_orders(
-        self, before: str, keep: Keep, until: float, deleted: _Counts, seen: set[str]
+        self, before: str, keep: Keep, until: float, deleted: Counts, seen: set[str]
     ) -> bool:
         """Orders that completed or failed, their last step before ``before``: the charge,
         the receipt, the order number's allocation, the outcomes, then the progress. The
@@ -201,7 +181,7 @@ class TableRetention:
         return True
 
     def _purge_order(
-        self, job_id: str, partition: str, rows: list[Any], *, keep: Keep, deleted: _Counts
+        self, job_id: str, partition: str, rows: list[Any], *, keep: Keep, deleted: Counts
     ) -> None:
         numbers = self._tables[ORDER_NUMBERS_TABLE]
         allocations = [
@@ -219,17 +199,17 @@ class TableRetention:
         deleted.add(RECEIPTS_CONTAINER, self._delete_blobs(RECEIPTS_CONTAINER, receipts))
         charge = (table_key(payment_idempotency_key(job_id)), "charge")
         deleted.add(PAYMENTS_TABLE, self._delete_present(PAYMENTS_TABLE, [charge]))
-        deleted.add(ORDER_NUMBERS_TABLE, self._delete_rows(numbers, map(_key, allocations))[0])
+        deleted.add(ORDER_NUMBERS_TABLE, self._delete_rows(numbers, map(key_of, allocations))[0])
         deleted.add(
             SESSION_OUTCOMES_TABLE, self._delete_partition(SESSION_OUTCOMES_TABLE, partition)
         )
         deleted.add(
             ORDER_PROGRESS_TABLE,
-            self._delete_rows(self._tables[ORDER_PROGRESS_TABLE], map(_key, rows))[0],
+            self._delete_rows(self._tables[ORDER_PROGRESS_TABLE], map(key_of, rows))[0],
         )
 
     def _purge_imports(
-        self, before: str, keep: Keep, until: float, deleted: _Counts, seen: set[str]
+        self, before: str, keep: Keep, until: float, deleted: Counts, seen: set[str]
     ) -> bool:
         """Import jobs whose every row was imported or failed, their manifest last saved
         before ``before``: the row outcomes, the sessions' outcomes, then the manifest."""
@@ -249,18 +229,18 @@ class TableRetention:
                 return False
             rows = self._tables[IMPORT_PROGRESS_TABLE]
             found = rows.query_entities(
-                _IMPORT_ROWS, parameters=_import_rows(manifest.job_id), select=_KEYS
+                _IMPORT_ROWS, parameters=_import_rows(manifest.job_id), select=KEYS
             )
-            deleted.add(IMPORT_PROGRESS_TABLE, self._delete_rows(rows, map(_key, found))[0])
+            deleted.add(IMPORT_PROGRESS_TABLE, self._delete_rows(rows, map(key_of, found))[0])
             deleted.add(
                 SESSION_OUTCOMES_TABLE,
                 self._delete_partition(SESSION_OUTCOMES_TABLE, str(entity["PartitionKey"])),
             )
-            deleted.add(IMPORT_JOBS_TABLE, self._delete_rows(manifests, [_key(entity)])[0])
+            deleted.add(IMPORT_JOBS_TABLE, self._delete_rows(manifests, [key_of(entity)])[0])
         return True
 
     def _purge_outcomes(
-        self, before: str, keep: Keep, until: float, deleted: _Counts, seen: set[str]
+        self, before: str, keep: Keep, until: float, deleted: Counts, seen: set[str]
     ) -> bool:
         """Jobs of the other pipelines: every session ended, the last before ``before``."""
         outcomes = self._tables[SESSION_OUTCOMES_TABLE]
@@ -286,67 +266,10 @@ class TableRetention:
         return self._each(
             expired,
             lambda rows: deleted.add(
-                SESSION_OUTCOMES_TABLE, self._delete_rows(outcomes, map(_key, rows))[0]
+                SESSION_OUTCOMES_TABLE, self._delete_rows(outcomes, map(key_of, rows))[0]
             ),
             until,
         )
-
-    # -- deletes ----------------------------------------------------------------------------------
-
-    def _delete_partition(self, table: str, partition: str) -> int:
-        client = self._tables[table]
-        found = client.query_entities(
-            "PartitionKey eq @pk", parameters={"pk": partition}, select=_KEYS
-        )
-        return self._delete_rows(client, map(_key, found))[0]
-
-    def _delete_present(self, table: str, keys: Iterable[Key]) -> int:
-        """Point deletes of rows that may not exist: only those found count."""
-        client = self._tables[table]
-        present = [
-            key
-            for key in keys
-            for _ in client.query_entities(
-                "PartitionKey eq @pk and RowKey eq @rk",
-                parameters={"pk": key[0], "rk": key[1]},
-                select=_KEYS,
-            )
-        ]
-        return self._delete_rows(client, present)[0]
-
-    def _delete_rows(
-        self, table: TableClient, keys: Iterable[Key], until: float | None = None
-    ) -> tuple[int, bool]:
-        """Delete ``keys`` (in the order a query returns them: by partition), a transaction per
-        partition and 100 rows; stop before a batch once ``until`` has passed."""
-        deleted, batch = 0, list[Key]()
-        for key in keys:
-            if batch and (key[0] != batch[0][0] or len(batch) == TRANSACTION_MAX_OPERATIONS):
-                if until is not None and self._monotonic() >= until:
-                    return deleted, False
-                deleted += _delete_batch(table, batch)
-                batch = []
-            batch.append(key)
-        if batch:
-            deleted += _delete_batch(table, batch)
-        return deleted, True
-
-    def _delete_blobs(self, container: str, names: list[str]) -> int:
-        client = self._containers[container]
-        deleted = 0
-        for start in range(0, len(names), BLOB_BATCH_MAX):
-            chunk = names[start : start + BLOB_BATCH_MAX]
-            if len(chunk) == 1:
-                try:
-                    client.delete_blob(chunk[0])
-                    deleted += 1
-                except HttpResponseError as error:
-                    if error.status_code != 404:
-                        raise
-                continue
-            results = client.delete_blobs(*chunk, raise_on_any_failure=False)
-            deleted += sum(1 for r in results if r.status_code == 202)
-        return deleted
 
 
 _IMPORT_ROWS = "PartitionKey eq @legacy or ( PartitionKey ge @low and PartitionKey lt @high )"
@@ -360,34 +283,5 @@ def _import_rows(job_id: str) -> dict[str, str]:
     return {"legacy": table_key(job_id), "low": prefix, "high": prefix[:-1] + chr(ord("~") + 1)}
 
 
-def _delete_batch(table: TableClient, batch: list[Key]) -> int:
-    if len(batch) > 1:
-        try:
-            table.submit_transaction(
-                [("delete", {"PartitionKey": pk, "RowKey": rk}) for pk, rk in batch]
-            )
-            return len(batch)
-        except HttpResponseError as error:
-            if error.status_code != 404:
-                raise
-    for pk, rk in batch:  # a row was gone: the rest one by one (a missing row is no error)
-        table.delete_entity(pk, rk)
-    return len(batch)
-
-
-def _key(entity: Any) -> Key:
-    return str(entity["PartitionKey"]), str(entity["RowKey"])
-
-
 def _iso(moment: datetime) -> str:
     return moment.isoformat()
-
-
-class _Counts:
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-        self._lock = threading.Lock()  # jobs are purged side by side
-
-    def add(self, where: str, count: int) -> None:
-        with self._lock:
-            self.counts[where] = self.counts.get(where, 0) + count

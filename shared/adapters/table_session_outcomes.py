@@ -5,6 +5,8 @@ read and a session's outcome recorded again overwrites itself."""
 from __future__ import annotations
 
 import contextlib
+import json
+from itertools import islice
 from typing import Any, cast
 
 from azure.core import MatchConditions
@@ -68,6 +70,13 @@ class TableSessionOutcomes:
         )
         return sorted((_outcome(e) for e in entities), key=lambda o: (o.at, o.session_id))
 
+    @translated(TABLE_STORAGE)
+    def of_pipeline(self, pipeline: str, *, up_to: int) -> list[SessionOutcome]:
+        entities = self._table.query_entities(
+            "pipeline eq @pipeline", parameters={"pipeline": pipeline}, results_per_page=1000
+        )
+        return [_outcome(entity) for entity in islice(entities, up_to)]
+
 
 def _entity(outcome: SessionOutcome) -> dict[str, Any]:
     entity: dict[str, Any] = {
@@ -81,6 +90,8 @@ def _entity(outcome: SessionOutcome) -> dict[str, Any]:
     }
     if outcome.reason:
         entity["reason"] = outcome.reason
+    if outcome.outputs:  # only a pipeline that shows outputs writes them
+        entity["outputs"] = json.dumps(dict(outcome.outputs), default=str)
     return entity
 
 
@@ -92,4 +103,5 @@ def _outcome(entity: Any) -> SessionOutcome:
         status=cast(SessionStatus, entity["status"]),
         at=str(entity["at"]),
         reason=entity.get("reason"),
+        outputs=json.loads(entity["outputs"]) if entity.get("outputs") else {},
     )

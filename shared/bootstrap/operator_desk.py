@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..domain.confirmations import Preview, Selection
+from ..domain.pipelines import Pipelines
 from ..domain.replays import BulkAction, ReplayRequest
 from ..service_layer.bulk_actions import confirm_bulk_action, preview_bulk_action
 from ..service_layer.idempotency import IdempotentRequests
@@ -44,6 +45,7 @@ class OperatorDesk:
     confirmations: Confirmations
     replay_requests: ReplayRequestStore
     replay_queue: ReplayQueue
+    pipelines: Pipelines
 
     @property
     def _replay_ports(self) -> ReplayPorts:
@@ -60,6 +62,7 @@ class OperatorDesk:
             role=ask.role,
             force=force,
             requests=self.requests,
+            pipelines=self.pipelines,
         )
 
     def edit_and_replay(self, session_id: str, edited: Mapping[str, str], ask: Ask) -> ReplayResult:
@@ -73,6 +76,7 @@ class OperatorDesk:
             note=ask.note,
             role=ask.role,
             requests=self.requests,
+            pipelines=self.pipelines,
         )
 
     def resolve(self, session_id: str, ask: Ask) -> Resolution:

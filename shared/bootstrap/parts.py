@@ -21,25 +21,19 @@ if TYPE_CHECKING:
         ServiceBusSessionSeeder,
     )
     from ..adapters.servicebus_sender import SenderPool, ServiceBusTaskSender
-    from ..adapters.servicebus_waiting import ServiceBusDeadLetterCounter
     from ..adapters.simulated_payments import TableSimulatedPaymentGateway
     from ..adapters.smtp_email import SmtpEmailSender
     from ..adapters.storage_replay_queue import StorageQueueReplayQueue
     from ..adapters.table_archive import TableDeadLetterArchive
-    from ..adapters.table_audit import TableAuditTrail
-    from ..adapters.table_confirmations import TableConfirmations
     from ..adapters.table_idempotency import TableIdempotencyRecords
     from ..adapters.table_import_manifests import TableManifestStore
     from ..adapters.table_import_progress import TableImportProgress
     from ..adapters.table_order_numbers import TableBlockOrderNumbers, TableOrderNumbers
     from ..adapters.table_order_progress import TableOrderProgress
-    from ..adapters.table_pipeline_pauses import TablePipelinePauses
     from ..adapters.table_products import TableProductCatalog
     from ..adapters.table_receipt_emails import TableReceiptEmails
     from ..adapters.table_replay_requests import TableReplayRequests
-    from ..adapters.table_retention import TableRetention
     from ..adapters.table_session_outcomes import TableSessionOutcomes
-    from ..adapters.table_timer_runs import TableTimerRuns
     from ..adapters.table_transactions import TableTransactions
     from ..config import ServiceBusConnectionSettings, Settings, StorageConnectionSettings
 
@@ -255,46 +249,3 @@ def replay_queue(queues: QueueServiceClient, name: str) -> StorageQueueReplayQue
     from ..adapters.storage_replay_queue import StorageQueueReplayQueue, replay_queue_client
 
     return StorageQueueReplayQueue(replay_queue_client(queues.get_queue_client(name)))
-
-
-# -- the operator console ------------------------------------------------------------------------
-
-
-def audit_trail(tables: TableServiceClient) -> TableAuditTrail:
-    from ..adapters.table_audit import AUDIT_TABLE, TableAuditTrail
-
-    return TableAuditTrail(tables.get_table_client(AUDIT_TABLE))
-
-
-def confirmations(tables: TableServiceClient) -> TableConfirmations:
-    from ..adapters.table_confirmations import CONFIRMATIONS_TABLE, TableConfirmations
-
-    return TableConfirmations(tables.get_table_client(CONFIRMATIONS_TABLE))
-
-
-def pipeline_pauses(tables: TableServiceClient) -> TablePipelinePauses:
-    from ..adapters.table_pipeline_pauses import PIPELINE_PAUSES_TABLE, TablePipelinePauses
-
-    return TablePipelinePauses(tables.get_table_client(PIPELINE_PAUSES_TABLE))
-
-
-def timer_runs(tables: TableServiceClient) -> TableTimerRuns:
-    from ..adapters.table_timer_runs import TIMER_RUNS_TABLE, TableTimerRuns
-
-    return TableTimerRuns(tables.get_table_client(TIMER_RUNS_TABLE))
-
-
-def retention(tables: TableServiceClient, blobs: BlobServiceClient) -> TableRetention:
-    from ..adapters.azure_clients import APP_CONTAINERS, APP_TABLES
-    from ..adapters.table_retention import TableRetention
-
-    return TableRetention(
-        {name: tables.get_table_client(name) for name in APP_TABLES},
-        {name: blobs.get_container_client(name) for name in APP_CONTAINERS},
-    )
-
-
-def dead_letter_counter(client: ServiceBusClient) -> ServiceBusDeadLetterCounter:
-    from ..adapters.servicebus_waiting import ServiceBusDeadLetterCounter
-
-    return ServiceBusDeadLetterCounter(client)

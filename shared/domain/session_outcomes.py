@@ -4,9 +4,9 @@ console know whether work completed or failed without a store of the pipeline's 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from .errors import NotFound
 
@@ -22,7 +22,8 @@ JobStatus = SessionStatus
 @dataclass(frozen=True)
 class SessionOutcome:
     """``failed``: a task of the session failed (under stop-on-failure the rest did not run;
-    under continue-on-failure the others ran); ``reason``: the first failure's reason."""
+    under continue-on-failure the others ran); ``reason``: the first failure's reason.
+    ``outputs``: what the session's tasks returned under the keys its pipeline ``shows``."""
 
     job_id: str
     session_id: str
@@ -30,6 +31,7 @@ class SessionOutcome:
     status: SessionStatus
     at: str
     reason: str | None = None
+    outputs: Mapping[str, Any] = field(default_factory=dict)
 
 
 def job_status(outcomes: Sequence[SessionOutcome]) -> JobStatus:

@@ -109,11 +109,12 @@ def replay_failed_session(req: func.HttpRequest) -> func.HttpResponse:
     force = query_flag(req, "force")
     check_body_size(req, max_bytes=MAX_REPLAY_BODY_BYTES)
     ask = ask_of(req, key, None)
-    result = container().operator_desk.replay(session_id, ask, force=force)
+    c = container()
+    result = c.operator_desk.replay(session_id, ask, force=force)
     return json_response(
         202,
-        views.replay_view(req, result),
-        headers={"Location": views.replay_status_url(req, result)},
+        views.replay_view(req, result, c.pipelines.declared),
+        headers={"Location": views.replay_status_url(req, result, c.pipelines.declared)},
     )
 
 
@@ -183,11 +184,12 @@ def edit_and_replay_session(req: func.HttpRequest) -> func.HttpResponse:
         raise InvalidInput("messages", "must map row keys to the edited message bodies")
     edited = {str(k): json.dumps(v, ensure_ascii=False) for k, v in messages.items()}
     ask = ask_of(req, key, text_field(document, "note"))
-    result = container().operator_desk.edit_and_replay(session_id, edited, ask)
+    c = container()
+    result = c.operator_desk.edit_and_replay(session_id, edited, ask)
     return json_response(
         202,
-        views.replay_view(req, result),
-        headers={"Location": views.replay_status_url(req, result)},
+        views.replay_view(req, result, c.pipelines.declared),
+        headers={"Location": views.replay_status_url(req, result, c.pipelines.declared)},
     )
 
 

@@ -10,7 +10,6 @@ import azure.functions as func
 from ..bootstrap import container
 from ..domain.pipelines import PURCHASE
 from ..service_layer.jobs import start_job
-from ..service_layer.pipelines import registry
 from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import header_key, json_body, route_value
 from .views import order_status_view, order_url, order_view
@@ -33,7 +32,7 @@ def submit_order_http(req: func.HttpRequest) -> func.HttpResponse:
     document = json_body(req, max_bytes=MAX_BODY_BYTES, example=EXAMPLE)
     c = container()
     order = start_job(
-        registry().get(PURCHASE),
+        c.pipelines.declared.get(PURCHASE),
         document,
         sender=c.task_sender,
         queue_name=c.settings.queue_of(PURCHASE),

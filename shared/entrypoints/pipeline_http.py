@@ -11,9 +11,10 @@ from typing import Any
 
 import azure.functions as func
 
-from ..bootstrap import container
-from ..service_layer.jobs import JobState, SessionAcceptance, get_job, start_job
-from ..service_layer.pipelines import Pipeline, registry
+from ..bootstrap import app_pipelines, container
+from ..domain.pipelines import Pipeline
+from ..service_layer.job_status import JobState, get_job
+from ..service_layer.jobs import SessionAcceptance, start_job
 from .http import FUNCTION_KEY, api_route, endpoint, json_response
 from .http_input import header_key, json_body, route_value
 from .views import job_url
@@ -55,20 +56,22 @@ def pipeline_routes(pipeline: Pipeline, route: str) -> None:
     @bp.route(route=api_route(f"{route}/{{job_id}}"), methods=["GET"], auth_level=FUNCTION_KEY)
     @endpoint
     def status(req: func.HttpRequest) -> func.HttpResponse:
-        """accepted (its session still runs), completed, or failed (and why); each session of
-        the job (the first, then its replays) with its outcome; 404 unknown."""
+        """accepted (its session still runs), completed, or failed (and why); each task's
+        state, the failed task and its reason, the outputs the pipeline shows; each session
+        of the job (the first, then its replays) with its outcome; 404 unknown."""
         c = container()
-        return json_response(
-            200, job_view(get_job(pipeline, c.session_outcomes, route_value(req, "job_id")))
-        )
+        job_id = route_value(req, "job_id")
+        job = get_job(pipeline, c.session_outcomes, job_id, failures=c.archive)
+        return json_response(200, job_view(job))
 
 
 def job_view(job: JobState) -> dict[str, Any]:
     view = asdict(job)
     view["sessions"] = [asdict(session) for session in job.sessions]
+    view["tasks"] = [asdict(task) for task in job.tasks]
     return view
 
 
-for _pipeline in registry():
+for _pipeline in app_pipelines().declared:
     if _pipeline.route is not None and not _pipeline.own_routes:
         pipeline_routes(_pipeline, _pipeline.route)

@@ -38,6 +38,7 @@ def replay_requests(msg: func.QueueMessage) -> None:
             c.session_seeder,
             request_id,
             audit=c.audit_trail,
+            pipelines=c.pipelines.declared,
         )
     except ReplayRequestNotFound:
         logger.error("Replay request %s does not exist; the message is dropped.", request_id)

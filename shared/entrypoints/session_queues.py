@@ -1,5 +1,5 @@
 """The Service Bus triggers of the pipelines' session queues: one function per declared
-pipeline (``shared.service_layer.pipelines``; as many as its ``batch_triggers`` for a batch
+pipeline (``shared.bootstrap.app_pipelines``; as many as its ``batch_triggers`` for a batch
 pipeline), each session-enabled on the queue its app setting names. A one-message trigger is
 settled by the app (autoComplete off); a batch trigger leaves the completion of the messages
 whose task completed to the host (autoComplete on), which completes them all at once after
@@ -18,8 +18,8 @@ from typing import Any, List  # noqa: UP035 (the worker refuses list[...] as a b
 import azure.functions as func
 import azurefunctions.extensions.bindings.servicebus as servicebus
 
-from ..bootstrap import container
-from ..service_layer.pipelines import Pipeline, registry
+from ..bootstrap import app_pipelines, container
+from ..domain.pipelines import Pipeline
 from .session_tasks import handle_session_batch, handle_session_message
 
 SessionTrigger = Callable[
@@ -128,10 +128,10 @@ def pipeline_batch_trigger(pipeline: Pipeline, function_name: str) -> SessionBat
 # message per invocation, or, for a pipeline that declares ``batch``, its ``batch_triggers``
 # taking batches.
 TRIGGERS: dict[str, SessionTrigger] = {
-    p.name: pipeline_trigger(p) for p in registry() if p.batch is None
+    p.name: pipeline_trigger(p) for p in app_pipelines().declared if not p.batch
 }
 BATCH_TRIGGERS: dict[str, tuple[SessionBatchTrigger, ...]] = {
     p.name: tuple(pipeline_batch_trigger(p, name) for name in p.function_names)
-    for p in registry()
-    if p.batch is not None
+    for p in app_pipelines().declared
+    if p.batch
 }

@@ -12,9 +12,9 @@ import azure.functions as func
 
 from ..domain.archive import ArchivedMessage, FailedSession
 from ..domain.order_status import OrderStatus
+from ..domain.pipelines import Pipelines
 from ..domain.replays import ReplayRequest
 from ..service_layer.jobs import StartedJob
-from ..service_layer.pipelines import registry
 from ..service_layer.replay import ReplayResult
 from .http import url_for
 
@@ -64,23 +64,25 @@ def order_status_view(status: OrderStatus) -> dict[str, Any]:
     return view
 
 
-def replay_view(req: func.HttpRequest, result: ReplayResult) -> dict[str, Any]:
+def replay_view(
+    req: func.HttpRequest, result: ReplayResult, pipelines: Pipelines
+) -> dict[str, Any]:
     return {
         "session_id": result.session_id,
         "new_session_id": result.new_session_id,
         "queue": result.queue,
         "sent": result.sent,
         "status": "accepted",
-        "status_url": replay_status_url(req, result),
+        "status_url": replay_status_url(req, result, pipelines),
         "failed_session_url": failed_session_url(req, result.session_id),
     }
 
 
-def replay_status_url(req: func.HttpRequest, result: ReplayResult) -> str:
+def replay_status_url(req: func.HttpRequest, result: ReplayResult, pipelines: Pipelines) -> str:
     """Where the replayed work can be followed: the job whose messages the new session
     carries, at its pipeline's declared route (the failed session's view when the archive
     names no job, or the pipeline declares no route)."""
-    pipeline = registry().find(result.pipeline)
+    pipeline = pipelines.find(result.pipeline)
     if result.job_id is None or pipeline is None or pipeline.route is None:
         return failed_session_url(req, result.session_id)
     return job_url(req, pipeline.route, result.job_id)

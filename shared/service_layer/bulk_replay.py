@@ -24,6 +24,7 @@ from ..domain.archive import (
 from ..domain.audit import AuditEntry
 from ..domain.confirmations import Selection
 from ..domain.errors import SessionLocked
+from ..domain.pipelines import Pipelines
 from ..domain.replays import BulkAction, ReplayRequest
 from ..telemetry.operations import operation_span
 from .clock import Clock, utc_now
@@ -103,11 +104,12 @@ def run_bulk_replay(
     request_id: str,
     *,
     audit: AuditTrail,
+    pipelines: Pipelines,
     page_size: int = 100,
     clock: Clock = utc_now,
 ) -> ReplayRequest:
     """Replay (or resolve) every failed session that matches; progress is saved after each
-    page.
+    page. ``pipelines``: the declared ones (``replay_session``).
 
     Running it again (a redelivered queue message) sends nothing twice, since each session is
     replayed under the key ``bulk:<request id>``, and reports what one run would have: it
@@ -141,7 +143,7 @@ def run_bulk_replay(
     ) as note:
         for items in _matching_pages(archive, request, FAILED, page_size):
             for summary in items:
-                request = _act_on_one(actors, request, summary, key, clock)
+                request = _act_on_one(actors, pipelines, request, summary, key, clock)
             store.save(replace(request, updated_at=clock().isoformat()))
         note(**{"replay.sessions_sent": request.sent, "replay.sessions_failed": request.failed})
     request = replace(request, status="completed", updated_at=clock().isoformat())
@@ -150,7 +152,12 @@ def run_bulk_replay(
 
 
 def _act_on_one(
-    actors: ReplayPorts, request: ReplayRequest, summary: FailedSession, key: str, clock: Clock
+    actors: ReplayPorts,
+    pipelines: Pipelines,
+    request: ReplayRequest,
+    summary: FailedSession,
+    key: str,
+    clock: Clock,
 ) -> ReplayRequest:
     found = request.found + 1
     session_id = summary.session_id
@@ -172,7 +179,13 @@ def _act_on_one(
             )
         else:
             result = replay_session(
-                actors.archive, actors.resender, actors.seeder, session_id, key, clock=clock
+                actors.archive,
+                actors.resender,
+                actors.seeder,
+                session_id,
+                key,
+                pipelines=pipelines,
+                clock=clock,
             )
             actors.audit.record(
                 AuditEntry(

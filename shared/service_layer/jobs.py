@@ -1,7 +1,7 @@
 """Starting a job of a declared pipeline (its payload checked, its tasks enqueued as one
-session) and telling where it stands, from the session outcomes the processor records: what
-the generic start and status routes of ``shared.entrypoints.pipeline_http`` call, and the
-purchase's ``POST /api/orders`` (``shared.entrypoints.orders_http``) starts its jobs with."""
+session): what the generic start route of ``shared.entrypoints.pipeline_http`` calls, and the
+purchase's ``POST /api/orders`` (``shared.entrypoints.orders_http``) starts its jobs with.
+Where a job stands is ``job_status``."""
 
 from __future__ import annotations
 
@@ -13,17 +13,10 @@ from typing import Any, Protocol
 
 from ..domain.errors import PipelineError, SendUnconfirmed
 from ..domain.idempotency import fingerprint
-from ..domain.pipelines import PURCHASE
-from ..domain.session_outcomes import (
-    ACCEPTED,
-    JobNotFound,
-    JobStatus,
-    SessionOutcome,
-    job_status,
-)
+from ..domain.pipelines import PURCHASE, Pipeline
+from ..domain.session_outcomes import ACCEPTED, SessionOutcome
 from .clock import Clock, utc_now
 from .idempotency import IdempotentRequests
-from .pipelines import Pipeline
 from .ports import SessionOutcomes, TaskSender
 
 logger = logging.getLogger(__name__)
@@ -63,15 +56,6 @@ class StartedJob:
     session_id: str
     queue_name: str
     tasks: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class JobState:
-    job_id: str
-    pipeline: str
-    status: JobStatus
-    reason: str | None  # the latest failure's, while the job stands failed
-    sessions: tuple[SessionOutcome, ...]  # the first session, then its replays
 
 
 class Acceptance(Protocol):
@@ -161,22 +145,6 @@ def start_job(
     )
     return StartedJob(
         result["job_id"], result["session_id"], result["queue_name"], tuple(result["tasks"])
-    )
-
-
-def get_job(pipeline: Pipeline, outcomes: SessionOutcomes, job_id: str) -> JobState:
-    """Where a job stands. Raises ``JobNotFound`` when nothing was recorded of it."""
-    sessions = [o for o in outcomes.of_job(job_id) if o.pipeline == pipeline.name]
-    if not sessions:
-        raise JobNotFound(pipeline.route or pipeline.name, job_id)
-    status = job_status(sessions)
-    latest = max(sessions, key=lambda o: o.at)
-    return JobState(
-        job_id=job_id,
-        pipeline=pipeline.name,
-        status=status,
-        reason=latest.reason if status == "failed" else None,
-        sessions=tuple(sessions),
     )
 
 

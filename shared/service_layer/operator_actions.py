@@ -13,10 +13,10 @@ from dataclasses import asdict
 from ..domain.audit import NOTE_MAX, Action, AuditEntry, MessageEdit, required_note
 from ..domain.edits import checked_edit
 from ..domain.errors import InvalidInput
+from ..domain.pipelines import Pipelines
 from .clock import Clock, utc_now
 from .idempotency import IdempotentRequests
 from .operator_ports import AuditTrail
-from .pipelines import registry
 from .ports import DeadLetterArchive, MessageResender, SessionSeeder
 from .replay import ReplayResult, replay_session
 
@@ -39,6 +39,7 @@ def replay_for_operator(
     *,
     key: str,
     who: str,
+    pipelines: Pipelines,
     note: str = "",
     role: str = "",
     force: bool = False,
@@ -52,7 +53,14 @@ def replay_for_operator(
     if len(note) > NOTE_MAX:
         raise InvalidInput("note", f"must be at most {NOTE_MAX} characters, got {len(note)}")
     result = replay_session(
-        archive, resender, seeder, session_id, key, force=force, requests=requests
+        archive,
+        resender,
+        seeder,
+        session_id,
+        key,
+        pipelines=pipelines,
+        force=force,
+        requests=requests,
     )
     _audit(audit, result, "replay", (who, role), note, key, (), clock)
     return result
@@ -69,12 +77,14 @@ def edit_and_replay(
     key: str,
     who: str,
     note: str | None,
+    pipelines: Pipelines,
     role: str = "",
     requests: IdempotentRequests | None = None,
     clock: Clock = utc_now,
 ) -> ReplayResult:
     """Replay the session with the messages in ``edited`` (row key -> the new body as text)
-    replaced, each checked like the original (``checked_edit``); the archive keeps the
+    replaced, each checked like the original (``checked_edit``, with the check its pipeline
+    declares in ``pipelines``); the archive keeps the
     originals; the audit keeps who, when, why (``note`` is required) and each JSON diff.
     Raises ``InvalidInput`` naming the message and field before anything is sent, and what
     ``replay_session`` raises."""
@@ -90,7 +100,7 @@ def edit_and_replay(
             row.body,
             text,
             field=f"messages[{row_key}].body",
-            payload_checks=registry().payload_check,
+            payload_checks=pipelines.payload_check,
         )
         if changes:
             bodies[row_key] = body
@@ -105,7 +115,14 @@ def edit_and_replay(
             f"keeps each change), got {size}",
         )
     result = replay_session(
-        archive, resender, seeder, session_id, key, bodies=bodies, requests=requests
+        archive,
+        resender,
+        seeder,
+        session_id,
+        key,
+        pipelines=pipelines,
+        bodies=bodies,
+        requests=requests,
     )
     _audit(audit, result, "edit-and-replay", (who, role), why, key, tuple(edits), clock)
     return result

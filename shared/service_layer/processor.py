@@ -14,25 +14,21 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
 
-from ..domain.envelope import TaskMessage, parse_task_message, routing_hint
 from ..domain.errors import MalformedMessage, PipelineError
 from ..domain.pipelines import FailurePolicy
 from ..domain.reasons import (
-    CORRUPT_SESSION_STATE,
-    MALFORMED_MESSAGE,
     PIPELINE_PAUSED,
     PREVIOUS_STEP_MISSING,
-    SESSION_FAILED,
 )
 from ..domain.retries import DEFAULT_HOLD_SECONDS, RetryPolicy
-from ..domain.session_state import CorruptSessionState, Failure, SessionState, decode_session_state
+from ..domain.session_state import CorruptSessionState, SessionState, decode_session_state
 from .circuits import Circuit, PipelineGate
 from .clock import Clock, utc_now
 from .holding import Hold, SteadyActions
-from .pipelines import registry
 from .ports import FailureJournal, SessionActions, SessionOutcomes
+from .processor_failures import STOP
+from .processor_runs import TaskRuns
 from .session_batches import BatchRun
 from .session_endings import Ending, SessionEndings
 from .session_messages import (
@@ -51,19 +47,15 @@ __all__ = ["FailurePolicy", "IncomingMessage", "Observer", "Outcome", "Result", 
 __all__ += ["SessionProcessor", "Task", "TaskInvocation"]
 
 logger = logging.getLogger(__name__)
-STOP = FailurePolicy.STOP_ON_FAILURE
-UNREADABLE_TASK = "(unreadable message)"
-# How often a waiting session looks whether its pipeline may run again.
-GATE_POLL_SECONDS = 1.0
 
 
-class SessionProcessor:
+class SessionProcessor(TaskRuns):
     def __init__(
         self,
         *,
         pipeline: str,
         tasks: Mapping[str, Task],
-        policy: FailurePolicy | None = None,
+        policy: FailurePolicy,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Clock = utc_now,
@@ -74,15 +66,16 @@ class SessionProcessor:
         batch_tasks: Mapping[str, BatchTask] | None = None,
         gate: PipelineGate | None = None,
         hold_seconds: float = DEFAULT_HOLD_SECONDS,
+        shows: Sequence[str] = (),
     ) -> None:
-        """``policy`` defaults to the pipeline's declared one (``registry``); ``outcomes``
-        records how each session ended, at its last message. ``batch_tasks``: every task's
-        batch form, for ``handle_batch``. ``gate``: the pipeline's pause and circuit (by
-        default a circuit of its own and no manual pause); ``hold_seconds``: how long one
-        invocation may hold its session while it waits."""
+        """``policy``: the pipeline's declared one; ``outcomes`` records how each session
+        ended, at its last message, with the outputs of the context named in ``shows``.
+        ``batch_tasks``: every task's batch form, for ``handle_batch``. ``gate``: the
+        pipeline's pause and circuit (by default a circuit of its own and no manual pause);
+        ``hold_seconds``: how long one invocation may hold its session while it waits."""
         self.pipeline = pipeline
         self.tasks = dict(tasks)
-        self.policy = policy or registry().policy(pipeline)
+        self.policy = policy
         self.retry = retry or RetryPolicy()
         self.batch_tasks = dict(batch_tasks or {})
         if self.batch_tasks and set(self.batch_tasks) != set(self.tasks):
@@ -102,6 +95,7 @@ class SessionProcessor:
             pipeline=pipeline,
             outcomes=outcomes,
             clock=clock,
+            shows=shows,
         )
 
     def handle(self, incoming: IncomingMessage, actions: SessionActions) -> Result:
@@ -290,194 +284,3 @@ class SessionProcessor:
         task = (tasks or self.tasks)[message.task]
         ending = self._run(incoming, message, state, attempt, task, reports=not prepared)
         return replace(ending, attempt=attempt)
-
-    def _admitted(
-        self, session_id: str, hold: Hold, state: SessionState, message: TaskMessage
-    ) -> bool:
-        """Wait, holding the session, until the pipeline's gate lets this session's task run
-        (not paused; its circuit closed, or this session the probe). A step whose window has
-        run out meanwhile is tried once more, to give up on a fresh answer. False when the
-        hold cannot wait any longer: the message is handed back unrun."""
-        since = state.retrying_since(message.task, message.step)
-        deadline = self.retry.deadline(datetime.fromisoformat(since)) if since else None
-        while not self.gate.admit(session_id):
-            if deadline is not None and self._clock() >= deadline:
-                return True
-            if not hold.wait(GATE_POLL_SECONDS, until=lambda: self.gate.admit(session_id)):
-                return False
-        return True
-
-    def _run(
-        self,
-        incoming: IncomingMessage,
-        message: TaskMessage,
-        state: SessionState,
-        attempt: int,
-        task: Task,
-        *,
-        reports: bool = True,
-    ) -> Ending:
-        """Run the task; its success or failure is told to the pipeline's circuit
-        (``reports``: a success says the dependencies answered)."""
-        invocation = TaskInvocation(message, incoming.session_id, dict(state.context), attempt)
-        circuit = self.gate.circuit
-        try:
-            outputs = task(invocation)
-        except Exception as error:
-            failed = task_error(error)
-            if not failed.expected:
-                logger.exception(
-                    "Task %s (step %d) of session %s raised %s",
-                    message.task,
-                    message.step,
-                    incoming.session_id,
-                    type(error).__name__,
-                )
-            description = failed.description
-            if not failed.retryable:
-                circuit.succeeded(incoming.session_id)  # the task's own failure: answered
-            else:
-                circuit.failed(incoming.session_id, failed.dependency)
-                now = self._clock()
-                since = state.retrying_since(message.task, message.step) or now.isoformat()
-                if not self.retry.gives_up(datetime.fromisoformat(since), now):
-                    retried = state.after_failed_attempt(
-                        message.task, message.step, attempt, now.isoformat()
-                    )
-                    return self._retry_later(incoming, message, retried, attempt, failed.reason)
-                description = self._given_up(failed.dependency, since, now, attempt, description)
-            failure = self._failure(message.task, message.step, failed.reason, description)
-            return self._failed(message, message.is_last, state, failure)
-        if reports:
-            circuit.succeeded(incoming.session_id)
-        new_state = state.after_success(message.task, message.step, dict(outputs))
-        return Ending(Outcome.COMPLETED, message, message.is_last, new_state)
-
-    def _retry_later(
-        self,
-        incoming: IncomingMessage,
-        message: TaskMessage,
-        state: SessionState,
-        attempt: int,
-        reason: str,
-    ) -> Ending:
-        delay = self.retry.backoff(attempt)
-        logger.warning(
-            "Task %s of session %s failed (attempt %d): %s; retrying in %.1fs",
-            message.task,
-            incoming.session_id,
-            attempt,
-            reason,
-            delay,
-        )
-        description = f"Retrying after {attempt} failed attempts (window {self.retry.window:g} s)"
-        return Ending(
-            Outcome.ABANDONED,
-            message,
-            False,
-            state,
-            reason,
-            description,
-            backoff=delay,
-            retry=True,
-        )
-
-    def _given_up(
-        self, dependency: str | None, since: str, now: datetime, attempts: int, last: str
-    ) -> str:
-        what = f"{dependency} was out of reach" if dependency else "the task kept failing"
-        elapsed = (now - datetime.fromisoformat(since)).total_seconds()
-        return (
-            f"Gave up: {what} for {elapsed:.0f} s, since {since} ({attempts} attempts; the "
-            f"retry window is {self.retry.window:g} s). Last error: {last} Replay the session "
-            "once it is back."
-        )
-
-    def _failure(self, task: str, step: int | None, reason: str, description: str) -> Failure:
-        return Failure(task, step, reason, description, self._clock().isoformat())
-
-    def _failed(
-        self,
-        message: TaskMessage | None,
-        is_last: bool,
-        state: SessionState,
-        failure: Failure,
-        *,
-        stop: bool | None = None,
-    ) -> Ending:
-        """Dead-letter the message with ``failure`` and write what it does to the session:
-        under StopOnFailure (``stop``, by default the processor's policy) the session is
-        failed, under ContinueOnFailure the session goes on past the step."""
-        if stop is None:
-            stop = self.policy is STOP
-        new_state = state.mark_failed(failure) if stop else state.after_skipped_failure(failure)
-        return Ending(
-            Outcome.DEAD_LETTERED,
-            message,
-            is_last,
-            new_state,
-            failure.reason,
-            failure.description,
-            first_failure=stop and state.failure is None,
-        )
-
-    def _short_circuit(self, message: TaskMessage, state: SessionState) -> Ending:
-        failure = state.failure
-        if failure is not None and failure.step == message.step and failure.task == message.task:
-            # The failing message itself, redelivered after its state was written: finish
-            # dead-lettering it with its own reason.
-            return self._dead_letter(message, None, failure.reason, failure.description)
-        if failure is None:
-            description = "Not run: the session was marked failed earlier."
-        else:
-            description = (
-                f"Not run: the session failed at step {failure.step} ({failure.task}) "
-                f"with {failure.reason}: {failure.description}"
-            )
-        ending = self._dead_letter(message, None, SESSION_FAILED, description)
-        return replace(ending, session_reason=failure.reason if failure else None)
-
-    def _malformed(
-        self, incoming: IncomingMessage, state: SessionState | None, error: MalformedMessage
-    ) -> Ending:
-        step, is_last = routing_hint(incoming.application_properties)
-        description = f"The message cannot be read: {error}. Fix the sender; nothing was run."
-        failure = self._failure(UNREADABLE_TASK, step, MALFORMED_MESSAGE, description)
-        return self._failed(None, is_last, state or SessionState(), failure)
-
-    def _corrupt_state(self, incoming: IncomingMessage, error: CorruptSessionState) -> Ending:
-        try:
-            message: TaskMessage | None = self._parse(incoming.body)
-        except MalformedMessage:
-            message = None
-        hint_step, hint_last = routing_hint(incoming.application_properties)
-        description = (
-            f"The session state could not be read ({error}); the session is treated as "
-            "failed so that nothing runs out of order. Replay it from the archive."
-        )
-        failure = self._failure(
-            message.task if message else "(unknown)",
-            message.step if message else hint_step,
-            CORRUPT_SESSION_STATE,
-            description,
-        )
-        is_last = message.is_last if message else hint_last
-        return self._failed(message, is_last, SessionState(), failure, stop=True)
-
-    @staticmethod
-    def _dead_letter(
-        message: TaskMessage, state: SessionState | None, reason: str, description: str
-    ) -> Ending:
-        """``state`` ``None``: the state stays as it is, and is not written again."""
-        return Ending(Outcome.DEAD_LETTERED, message, message.is_last, state, reason, description)
-
-    def _parse(self, body: bytes) -> TaskMessage:
-        message = parse_task_message(body)
-        if message.pipeline != self.pipeline:
-            raise MalformedMessage(
-                "pipeline", f"is {message.pipeline!r} but this queue runs {self.pipeline!r}"
-            )
-        if message.task not in self.tasks:
-            known = ", ".join(sorted(self.tasks))
-            raise MalformedMessage("task", f"{message.task!r} is not one of {known}")
-        return message

@@ -10,6 +10,7 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
+from ..config import Settings
 from ..domain.errors import InvalidInput, PermanentTaskError
 from ..domain.orders import Order, parse_order
 from ..domain.payments import payment_idempotency_key
@@ -24,17 +25,19 @@ from ..domain.pricing import calculate_totals
 from ..domain.receipt_emails import SENT
 from ..domain.receipts import Receipt, ReceiptLine
 from .clock import Clock, utc_now
+from .observers import order_progress_observer
 from .ports import (
     Attachment,
     Email,
     OrderNumbers,
+    OrderProgress,
     PaymentGateway,
     ProductCatalog,
     ReceiptRenderer,
     ReceiptStore,
 )
 from .receipt_mailer import ReceiptMailer
-from .session_messages import Task, TaskInvocation
+from .session_messages import Observer, Task, TaskInvocation
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,35 @@ class PurchaseDependencies:
     tax_rate: Decimal
     shipping_fee: Decimal
     clock: Clock = utc_now
+
+
+def build_tasks(
+    order_numbers: OrderNumbers,
+    catalog: ProductCatalog,
+    payments: PaymentGateway,
+    receipts: ReceiptStore,
+    receipt_renderer: ReceiptRenderer,
+    receipt_mailer: ReceiptMailer,
+    settings: Settings,
+) -> dict[str, Task]:
+    """The purchase's tasks, from the container's parts (``shared.bootstrap.wiring``)."""
+    return purchase_tasks(
+        PurchaseDependencies(
+            order_numbers=order_numbers,
+            catalog=catalog,
+            payments=payments,
+            receipts=receipts,
+            renderer=receipt_renderer,
+            mailer=receipt_mailer,
+            tax_rate=settings.tax_rate,
+            shipping_fee=settings.shipping_fee,
+        )
+    )
+
+
+def build_observer(order_progress: OrderProgress) -> Observer:
+    """Each order step's outcome, for ``GET /api/orders/{job_id}``."""
+    return order_progress_observer(order_progress)
 
 
 def purchase_tasks(deps: PurchaseDependencies) -> dict[str, Task]:

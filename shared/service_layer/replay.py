@@ -11,7 +11,7 @@ state (docs/dead-letters.md, "Import sessions")."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 
 from ..domain.archive import (
@@ -30,12 +30,11 @@ from ..domain.archive import (
 from ..domain.envelope import marked_last
 from ..domain.errors import InvalidInput
 from ..domain.idempotency import fingerprint
-from ..domain.pipelines import FailurePolicy
+from ..domain.pipelines import FailurePolicy, Pipelines
 from ..domain.session_state import SessionState
 from ..telemetry.operations import count_replayed, operation_span
 from .clock import Clock, utc_now
 from .idempotency import IdempotentRequests
-from .pipelines import registry
 from .ports import DeadLetterArchive, MessageResender, OutgoingMessage, SessionSeeder
 
 logger = logging.getLogger(__name__)
@@ -58,6 +57,7 @@ def replay_session(
     session_id: str,
     idempotency_key: str,
     *,
+    pipelines: Pipelines,
     force: bool = False,
     bodies: Mapping[str, bytes] | None = None,
     requests: IdempotentRequests | None = None,
@@ -70,9 +70,11 @@ def replay_session(
 
     Before sending, the replay claims the session's summary under its key: the first key to
     claim it is the only one that ever sends; any other key is refused with ``AlreadyReplayed``
-    naming the replay that holds the session. A session of a pipeline that stops on failure
-    (purchase) is refused with ``ReplayIncomplete`` until its last message is archived, unless
-    ``force``; an import session never is. Raises ``SessionNotArchived`` too.
+    naming the replay that holds the session. ``pipelines``: the declared ones, whose failure
+    policy says whether the whole session is replayed (an unknown pipeline's is). A session
+    of a pipeline that stops on failure (purchase) is refused with ``ReplayIncomplete`` until
+    its last message is archived, unless ``force``; an import session never is. Raises
+    ``SessionNotArchived`` too.
 
     With ``requests``, the Idempotency-Key rules apply too: a repeat of a finished request
     gets its result again (nothing is sent), the key with another ``force`` or other
@@ -81,7 +83,15 @@ def replay_session(
 
     def replay() -> ReplayResult:
         return _replay(
-            archive, resender, seeder, session_id, idempotency_key, force, bodies or {}, clock
+            archive,
+            resender,
+            seeder,
+            session_id,
+            idempotency_key,
+            pipelines.policy,
+            force,
+            bodies or {},
+            clock,
         )
 
     if requests is None:
@@ -103,6 +113,7 @@ def _replay(
     seeder: SessionSeeder,
     session_id: str,
     idempotency_key: str,
+    policy_of: Callable[[str | None], FailurePolicy],
     force: bool,
     bodies: Mapping[str, bytes],
     clock: Clock,
@@ -113,7 +124,7 @@ def _replay(
     if not rows:
         raise SessionNotArchived(session_id)
     pipeline = pipeline_of(rows)
-    whole_session = registry().policy(pipeline) is FailurePolicy.STOP_ON_FAILURE
+    whole_session = policy_of(pipeline) is FailurePolicy.STOP_ON_FAILURE
     if whole_session and not force and not any(row.is_last for row in rows):
         raise ReplayIncomplete(session_id, len(rows))
     new_session_id = replay_session_id(session_id, idempotency_key)

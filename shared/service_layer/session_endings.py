@@ -65,12 +65,15 @@ class SessionEndings:
         pipeline: str = "",
         outcomes: SessionOutcomes | None = None,
         clock: Clock = utc_now,
+        shows: Sequence[str] = (),
     ) -> None:
+        """``shows``: the keys of the session's context recorded with its outcome."""
         self._journal = journal
         self._observer = observer
         self._pipeline = pipeline
         self._outcomes = outcomes
         self._clock = clock
+        self._shows = tuple(shows)
 
     def carry_out(
         self,
@@ -198,6 +201,7 @@ class SessionEndings:
         first = (state.failure or state.skipped) if state is not None else None
         failed = first is not None or ending.outcome is Outcome.DEAD_LETTERED
         reason = first.reason if first else ending.session_reason or ending.reason
+        context = state.context if state is not None else {}
         self._outcomes.record(
             SessionOutcome(
                 job_id=job_id,
@@ -206,6 +210,7 @@ class SessionEndings:
                 status=FAILED if failed else COMPLETED,
                 at=self._clock().isoformat(),
                 reason=reason if failed else None,
+                outputs={key: context[key] for key in self._shows if key in context},
             )
         )
 

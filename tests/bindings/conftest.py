@@ -22,7 +22,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from shared.adapters.servicebus_bindings import settlement_actions
 from shared.bootstrap import Container, use_container
-from shared.config import Settings, StorageConnectionSettings
+from shared.config import StorageConnectionSettings
 from shared.domain.errors import PermanentTaskError, TransientTaskError
 from shared.domain.pipelines import PRODUCT_IMPORT, PURCHASE
 from shared.service_layer.processor import (
@@ -31,7 +31,7 @@ from shared.service_layer.processor import (
     SessionProcessor,
     TaskInvocation,
 )
-from tests.builders import APP_SETTINGS
+from tests.builders import APP_SETTINGS, app_settings
 from tests.fakes import (
     FakeTime,
     InMemoryDeadLetterCounter,
@@ -209,7 +209,7 @@ def twins() -> Iterator[Twins]:
     retry = RetryPolicy(window=1, min_backoff=1, max_backoff=1)
     time = FakeTime(datetime(2026, 11, 27, tzinfo=UTC))
     twins = Twins(
-        Container(Settings.from_env(APP_SETTINGS)),
+        Container(app_settings(APP_SETTINGS)),
         InMemoryTaskSender(),
         InMemoryIdempotencyRecords(),
         InMemoryOrderProgress(),
@@ -295,9 +295,7 @@ def storage_app(azurite_connection_string: str) -> Iterator[StorageApp]:
     bodies = blobs.create_container(f"bodies-{suffix}")
     queue = replay_queue_client(queues.create_queue(f"replays-{suffix}"))
 
-    c = Container(
-        Settings.from_env({**APP_SETTINGS, "AzureWebJobsStorage": azurite_connection_string})
-    )
+    c = Container(app_settings({**APP_SETTINGS, "AzureWebJobsStorage": azurite_connection_string}))
     app = StorageApp(
         container=c,
         dead_letters=InMemoryDeadLetterQueue(),

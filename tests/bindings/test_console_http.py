@@ -10,9 +10,8 @@ import azure.functions as func
 import pytest
 
 from shared.bootstrap import Container, use_container
-from shared.config import Settings
 from shared.entrypoints.console.frame import console_sign_in, console_sign_out
-from tests.builders import APP_SETTINGS
+from tests.builders import APP_SETTINGS, app_settings
 
 HOST_KEY = "host-key"
 BASE = "http://localhost:7071"
@@ -20,7 +19,7 @@ BASE = "http://localhost:7071"
 
 @pytest.fixture(autouse=True)
 def app() -> Iterator[None]:
-    use_container(Container(Settings.from_env({**APP_SETTINGS, "FUNCTIONS_HOST_KEY": HOST_KEY})))
+    use_container(Container(app_settings({**APP_SETTINGS, "FUNCTIONS_HOST_KEY": HOST_KEY})))
     yield
     use_container(None)
 

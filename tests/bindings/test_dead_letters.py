@@ -29,7 +29,7 @@ from shared.entrypoints.failed_sessions_http import (
     replay_failed_session,
 )
 from shared.entrypoints.replay_queue import replay_requests
-from tests.builders import NOW, purchase_dead_letter
+from tests.builders import NOW, PIPELINES, purchase_dead_letter
 from tests.outages import unreachable_blobs, unreachable_tables
 
 from .conftest import StorageApp, host_route_value
@@ -37,8 +37,8 @@ from .conftest import StorageApp, host_route_value
 pytestmark = pytest.mark.integration
 
 BASE = "http://localhost:7071/api"
-PURCHASE = "purchase-tasks"
-IMPORTS = "product-import-tasks"
+PURCHASE = PIPELINES.get("purchase").default_queue
+IMPORTS = PIPELINES.get("product_import").default_queue
 
 
 # -- given: dead letters, archived by the timer function ------------------------------------------

@@ -8,11 +8,9 @@ from typing import Any
 
 import azure.functions as func
 
-from function_app import app
-from shared.service_layer.pipelines import registry
+from tests.bindings.indexed_app import INDEXED
+from tests.builders import PIPELINES
 
-# get_functions() indexes the app, and indexing twice fails on "duplicate" names: once here.
-INDEXED = app.get_functions()
 FUNCTIONS = {str(f.get_function_name()): json.loads(f.get_function_json()) for f in INDEXED}
 # Each function's Python function, as the worker calls it.
 USER_FUNCTIONS = {str(f.get_function_name()): f.get_user_function() for f in INDEXED}
@@ -51,6 +49,7 @@ HTTP_ROUTES = {
     "get_pipeline": ("api/pipelines/{pipeline}", ["GET"]),
     "pause_pipeline": ("api/pipelines/{pipeline}/pause", ["POST"]),
     "resume_pipeline": ("api/pipelines/{pipeline}/resume", ["POST"]),
+    "get_openapi": ("api/openapi.json", ["GET"]),
     "export_failed_sessions_csv": ("api/exports/failed-sessions", ["GET"]),
     "get_audit": ("api/audit", ["GET"]),
     "export_audit_csv": ("api/exports/audit", ["GET"]),
@@ -76,6 +75,9 @@ CONSOLE_ROUTES = {
     "console_bulk_confirm": ("console/bulk", ["POST"]),
     "console_bulk_progress": ("console/bulk/{request_id}", ["GET"]),
     "console_order": ("console/orders", ["GET"]),
+    "console_find_job": ("console/jobs", ["GET"]),
+    "console_jobs": ("console/jobs/{pipeline}", ["GET"]),
+    "console_job": ("console/jobs/{pipeline}/{job_id}", ["GET"]),
     "console_import": ("console/imports/{job_id}", ["GET"]),
     "console_audit": ("console/audit", ["GET"]),
     "console_export_audit": ("console/exports/audit", ["GET"]),
@@ -87,7 +89,7 @@ CONSOLE_ROUTES = {
 # route and no module of its own (shared/entrypoints/pipeline_http.py).
 PIPELINE_ROUTES = {
     name: value
-    for p in registry()
+    for p in PIPELINES
     if p.route is not None and not p.own_routes
     for name, value in (
         (f"start_{p.name}", (f"api/{p.route}", ["POST"])),
@@ -103,7 +105,7 @@ def test_the_app_has_every_blueprint_registered() -> None:
         *CONSOLE_ROUTES,
         "purchase_tasks",
         "product_import_tasks",
-        *(name for p in registry() for name in p.function_names),
+        *(name for p in PIPELINES for name in p.function_names),
         "archive_dead_letters",
         "purge_expired_records",
         "replay_requests",
@@ -118,32 +120,32 @@ def test_each_declared_route_is_served_so_a_replays_status_url_answers() -> None
         if trigger["type"] == "httpTrigger"
         for method in trigger["methods"]
     }
-    for pipeline in registry():
+    for pipeline in PIPELINES:
         if pipeline.route is not None:
             assert (f"api/{pipeline.route}/{{job_id}}", "GET") in served, pipeline.name
 
 
 def test_each_declared_pipeline_has_a_session_trigger_on_its_queue_setting() -> None:
-    for pipeline in registry():
+    for pipeline in PIPELINES:
         for name in pipeline.function_names:
             trigger = _trigger(name)
             assert trigger["type"] == "serviceBusTrigger"
             assert trigger["queueName"] == f"%{pipeline.queue_setting}%"
             assert trigger["connection"] == "ServiceBusConnection"
             # A batch trigger leaves the completions of its good rows to the host.
-            auto_complete = pipeline.batch is not None
+            auto_complete = pipeline.batch
             assert (trigger["isSessionsEnabled"], trigger["autoCompleteMessages"]) == (
                 True,
                 auto_complete,
             )
             assert trigger.get("cardinality", "one").lower() == (
-                "one" if pipeline.batch is None else "many"
+                "many" if pipeline.batch else "one"
             )
 
 
 def test_the_import_holds_several_sessions_at_once_with_a_trigger_for_each() -> None:
     # The extension's batch loop holds one session at a time per trigger and instance.
-    [import_pipeline] = [p for p in registry() if p.name == "product_import"]
+    [import_pipeline] = [p for p in PIPELINES if p.name == "product_import"]
     assert import_pipeline.batch_triggers > 1
     assert import_pipeline.function_names == (
         "product_import_tasks",

@@ -17,10 +17,10 @@ from shared.adapters.azure_clients import table_service
 from shared.adapters.table_import_manifests import TableManifestStore
 from shared.adapters.table_import_progress import TableImportProgress
 from shared.bootstrap import Container, use_container
-from shared.config import Settings, StorageConnectionSettings
+from shared.config import StorageConnectionSettings
 from shared.domain.import_jobs import JobManifest
 from shared.entrypoints.imports_http import get_import
-from tests.builders import APP_SETTINGS
+from tests.builders import APP_SETTINGS, app_settings
 from tests.outages import unreachable_tables
 
 from .conftest import host_route_value
@@ -43,9 +43,7 @@ def stores(azurite_connection_string: str) -> Iterator[ImportStores]:
     suffix = uuid.uuid4().hex[:12]
     names = (f"importjobs{suffix}", f"importprogress{suffix}")
     jobs, progress = (tables.create_table(name) for name in names)
-    c = Container(
-        Settings.from_env({**APP_SETTINGS, "AzureWebJobsStorage": azurite_connection_string})
-    )
+    c = Container(app_settings({**APP_SETTINGS, "AzureWebJobsStorage": azurite_connection_string}))
     stores = ImportStores(c, TableManifestStore(jobs), TableImportProgress(progress))
     c.override(import_manifests=stores.manifests, import_progress=stores.progress)
     use_container(c)

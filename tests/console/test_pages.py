@@ -253,7 +253,7 @@ def test_an_order_is_found_by_its_order_number_or_its_job_id(console: Console, p
         "Ada's order number",
     )
     sign_in(page, console)
-    page.get_by_label("Find an order").fill(number)
+    page.get_by_label("Find a job").fill(number)
     page.get_by_role("button", name="Find").click()
     expect(page.get_by_role("heading", level=1)).to_have_text(f"Order {number}")
     expect(page.get_by_role("status")).to_contain_text("completed", timeout=60_000)
@@ -266,6 +266,35 @@ def test_an_order_is_found_by_its_order_number_or_its_job_id(console: Console, p
     page.get_by_label("Job id or order number").fill("ORD-99999999")
     page.get_by_role("button", name="Find").click()
     expect(page.get_by_role("alert")).to_contain_text("There is no order 'ORD-99999999'")
+
+
+def test_find_opens_any_pipelines_job_and_each_pipeline_lists_its_jobs(
+    console: Console, page: Page
+) -> None:
+    # the catalogue import: a job of the product_import pipeline, not an order
+    job = console.demo.catalogue_job
+    sign_in(page, console)
+    page.get_by_label("Find a job").fill(job)
+    page.get_by_role("button", name="Find").click()
+
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Job {job}")
+    expect(page.get_by_role("main")).to_contain_text("Pipeline product_import")
+    tasks = page.get_by_role("table", name="Each task in the job's latest session")
+    expect(tasks).to_contain_text("ImportProduct")
+    expect(
+        page.get_by_role("table", name="The job's first session, then its replays")
+    ).to_contain_text(f"{job}-")
+    screenshot(page, "16-job")
+
+    page.get_by_role("link", name="product_import").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Jobs of product_import")
+    expect(page.get_by_role("table", name="Jobs of product_import")).to_contain_text(job)
+    screenshot(page, "17-pipeline-jobs")
+    page.get_by_role("link", name=job).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Job {job}")
+
+    page.goto(f"{console.url}/jobs?{urlencode({'ref': 'no-such-job'})}")
+    expect(page.get_by_role("alert")).to_contain_text("No job of any pipeline has the id")
 
 
 def test_an_import_job_shows_its_progress_as_its_rows_arrive(

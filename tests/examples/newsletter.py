@@ -10,8 +10,7 @@ from typing import Any
 
 from shared.domain.errors import InvalidInput, PermanentTaskError
 from shared.domain.mailboxes import parse_mailbox
-from shared.domain.pipelines import FailurePolicy
-from shared.service_layer.pipelines import Pipeline
+from shared.domain.pipelines import FailurePolicy, Pipeline
 from shared.service_layer.ports import Email, EmailSender
 from shared.service_layer.session_messages import Task, TaskInvocation
 
@@ -24,6 +23,11 @@ def check_recipient(payload: Mapping[str, Any]) -> None:
         if not isinstance(payload.get(field), str) or not payload[field].strip():
             raise InvalidInput(field, "is required: text")
     parse_mailbox(payload["email"], field="email")
+
+
+def build_tasks(email: EmailSender) -> dict[str, Task]:
+    """The container's e-mail sender is the part the task needs (``shared.bootstrap.wiring``)."""
+    return newsletter_tasks(email)
 
 
 def newsletter_tasks(email: EmailSender) -> dict[str, Task]:
@@ -57,5 +61,4 @@ PIPELINE = Pipeline(
     queue_setting="NEWSLETTER_QUEUE_NAME",
     default_queue="newsletter-tasks",
     check_payload=check_recipient,
-    build_tasks=lambda c: newsletter_tasks(c.email),
 )

@@ -4,8 +4,9 @@ failure, on the queue ONBOARDING_QUEUE_NAME names, started by POST /api/onboardi
 followed at GET /api/onboardings/{job_id}.
 
 Kept under tests/ (the app does not ship it): the end-to-end test runs the local stack with
-PIPELINE_MODULES=tests.examples.onboarding. A pipeline of your own lives in
-shared/service_layer/pipelines/, where the registry finds it without a setting."""
+PIPELINE_MODULES=tests.examples.onboarding (its tasks: tests/examples/onboarding_tasks.py). A
+pipeline of your own is declared in shared/domain/pipelines/, its tasks in
+shared/service_layer/<name>_tasks.py, and ``python -m localdev.derived`` lists it."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from typing import Any
 
 from shared.domain.errors import InvalidInput
 from shared.domain.mailboxes import parse_mailbox
-from shared.domain.pipelines import FailurePolicy
+from shared.domain.pipelines import FailurePolicy, Pipeline
 from shared.domain.products import check_sku
-from shared.service_layer.pipelines import Pipeline
 
-from .onboarding_tasks import TASKS, onboarding_tasks
+CREATE_ACCOUNT = "CreateAccount"
+PROVISION_WORKSPACE = "ProvisionWorkspace"
+SEND_WELCOME_EMAIL = "SendWelcomeEmail"
+TASKS = (CREATE_ACCOUNT, PROVISION_WORKSPACE, SEND_WELCOME_EMAIL)
 
 
 def check_customer(payload: Mapping[str, Any]) -> None:
@@ -39,6 +42,6 @@ PIPELINE = Pipeline(
     queue_setting="ONBOARDING_QUEUE_NAME",
     default_queue="onboarding-tasks",
     check_payload=check_customer,
-    build_tasks=lambda c: onboarding_tasks(c.catalog, c.email),
     route="onboardings",
+    shows=("account_id", "workspace"),
 )

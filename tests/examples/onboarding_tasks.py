@@ -11,13 +11,13 @@ from shared.domain.errors import PermanentTaskError
 from shared.service_layer.ports import Email, EmailSender, ProductCatalog
 from shared.service_layer.session_messages import Task, TaskInvocation
 
-CREATE_ACCOUNT = "CreateAccount"
-PROVISION_WORKSPACE = "ProvisionWorkspace"
-SEND_WELCOME_EMAIL = "SendWelcomeEmail"
-TASKS = (CREATE_ACCOUNT, PROVISION_WORKSPACE, SEND_WELCOME_EMAIL)
+from .onboarding import CREATE_ACCOUNT, PROVISION_WORKSPACE, SEND_WELCOME_EMAIL
 
 
-def onboarding_tasks(catalog: ProductCatalog, email: EmailSender) -> dict[str, Task]:
+def build_tasks(catalog: ProductCatalog, email: EmailSender) -> dict[str, Task]:
+    """The tasks, given the container's catalogue and e-mail sender (the parts named by the
+    parameters: ``shared.bootstrap.wiring``)."""
+
     def create_account(call: TaskInvocation) -> Mapping[str, Any]:
         return {"account_id": f"acct-{call.message.job_id}"}
 

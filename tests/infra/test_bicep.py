@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -80,5 +81,8 @@ def _main_list(param: str) -> set[str]:
 
 
 def test_infra_creates_every_table_and_container_the_code_uses() -> None:
-    assert _code_constants("_TABLE") == _main_list("tables")
+    # main.bicep creates the tables infra/app-resources.json lists (localdev.derived)
+    assert "tables: appResources.tables" in (INFRA / "main.bicep").read_text()
+    tables = json.loads((INFRA / "app-resources.json").read_text())["tables"]
+    assert _code_constants("_TABLE") == set(tables)
     assert _code_constants("_CONTAINER") <= _main_list("containers")

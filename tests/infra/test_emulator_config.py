@@ -6,9 +6,9 @@ import json
 import math
 import re
 
-from localdev.pipelines import SESSION_QUEUE_PROPERTIES
+from localdev.derived_files import SESSION_QUEUE_PROPERTIES
 from shared.domain.retries import DEFAULT_HOLD_SECONDS
-from shared.service_layer.pipelines import registry
+from tests.builders import PIPELINES
 
 from .conftest import INFRA, ROOT
 
@@ -24,11 +24,11 @@ def _emulator_queues() -> dict[str, dict]:
 
 
 def _infra_pipelines() -> list[dict[str, str]]:
-    """The pipelines' queues infra creates (main.bicep reads infra/pipelines.json)."""
+    """The pipelines' queues infra creates (main.bicep reads infra/app-resources.json)."""
     main = (INFRA / "main.bicep").read_text()
-    assert "loadJsonContent('pipelines.json').pipelines" in main
+    assert "var pipelines = appResources.pipelines" in main
     assert "queueNames: [for pipeline in pipelines: pipeline.queue]" in main
-    return list(json.loads((INFRA / "pipelines.json").read_text())["pipelines"])
+    return list(json.loads((INFRA / "app-resources.json").read_text())["pipelines"])
 
 
 def test_emulator_queues_are_infra_queues() -> None:
@@ -90,6 +90,6 @@ def test_a_retry_window_leaves_service_bus_max_delivery_count_out_of_reach() -> 
     # A message is handed back (one delivery) each time its invocation has held the session
     # TASK_HOLD_SECONDS: a window takes a few deliveries, and the rest of MaxDeliveryCount is
     # for a long manual pause and for tasks that kill their worker (docs/processor.md).
-    for pipeline in registry():
+    for pipeline in PIPELINES:
         deliveries = math.ceil(pipeline.retry.window / DEFAULT_HOLD_SECONDS) + 1
         assert deliveries * 5 <= MAX_DELIVERY_COUNT, pipeline.name

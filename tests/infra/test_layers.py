@@ -9,6 +9,7 @@ import ast
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,28 @@ def test_function_app_imports_only_the_entrypoints() -> None:
 
     assert ours, "function_app.py registers the entrypoints' blueprints"
     assert all(name.split(".")[:2] == ["shared", "entrypoints"] for name in ours), ours
+
+
+def _contracts() -> list[dict[str, object]]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return list(config["tool"]["importlinter"]["contracts"])
+
+
+def test_no_contract_ignores_an_import() -> None:
+    ignoring = [c["id"] for c in _contracts() if c.get("ignore_imports")]
+    assert not ignoring, f"contracts that ignore imports: {ignoring}"
+
+
+def test_the_spark_contract_binds_every_module_of_the_job_but_its_clients() -> None:
+    (contract,) = [c for c in _contracts() if c["id"] == "spark-job-through-its-clients"]
+    modules = set()
+    for path in (ROOT / "spark_jobs").rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        if path.name == "__init__.py":
+            tree = ast.parse(path.read_text())
+            imports = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+            assert not imports, f"{name} is bound by no contract: keep it free of imports"
+            continue
+        modules.add(name)
+    listed = set(contract["source_modules"])  # type: ignore[call-overload]
+    assert listed == modules - {"spark_jobs.product_import.clients"}

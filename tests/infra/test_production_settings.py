@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import re
 
+from localdev.derived_files import OTHER_INVOCATIONS
+
 from .conftest import INFRA, ROOT
 
 DATA_OWNER = "090c5cfd-751d-490a-894a-3ce6f1109419"  # Azure Service Bus Data Owner
-# Invocations that may run beside the sessions on one instance: HTTP requests (the API and the
-# console), the archive timer, the bulk replay queue trigger.
-OTHER_INVOCATIONS = 4
 
 
 def app_settings() -> dict[str, str]:
@@ -85,5 +84,10 @@ def test_the_worker_has_a_thread_for_every_invocation_host_json_allows_at_once()
     # Each session trigger (one per queue) runs up to maxConcurrentSessions invocations at once.
     needed = len(session_queues()) * sessions + OTHER_INVOCATIONS
     rule = f"{len(session_queues())} session queues x {sessions} sessions + {OTHER_INVOCATIONS}"
-    assert int(app_settings()["PYTHON_THREADPOOL_THREAD_COUNT"]) == needed, rule
+    # function.bicep reads the count from infra/app-resources.json (localdev.derived writes it)
+    function = (INFRA / "app" / "function.bicep").read_text()
+    reads = "value: string(loadJsonContent('../app-resources.json').threadCount)"
+    assert f"{{ name: 'PYTHON_THREADPOOL_THREAD_COUNT', {reads} }}" in function
+    resources = json.loads((INFRA / "app-resources.json").read_text())
+    assert resources["threadCount"] == needed, rule
     assert int(local_example()["PYTHON_THREADPOOL_THREAD_COUNT"]) == needed, rule

@@ -4,7 +4,7 @@ local.settings.json.example and the docs.
 What the code reads is found by parsing the sources, not by a list kept here:
 - ``env.<kind>("NAME", ...)`` calls (shared/config.py's reader) and ``os.environ``/``os.getenv``;
 - ``%NAME%`` references in binding arguments (``queue_name="%REPLAY_QUEUE_NAME%"``);
-- each declared pipeline's queue setting (``shared.service_layer.pipelines``: its session
+- each declared pipeline's queue setting (``shared.domain.pipelines``: its session
   trigger's ``%NAME%`` and the settings read it from the declaration);
 - connections: ``connection="..."`` arguments and the ``*_CONNECTION = "..."`` constants, with
   the ``f"{name}__suffix"`` parts the config reads (``__fullyQualifiedNamespace``, ...).
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from shared.service_layer.pipelines import registry
+from tests.builders import PIPELINES
 
 from .conftest import INFRA, ROOT
 
@@ -90,19 +90,19 @@ def scan_code() -> CodeSettings:
                     text = _const_str(part)
                     if text and (m := re.fullmatch(r"__(\w+)", text)):
                         found.connection_suffixes.add(m.group(1))
-    found.names.update(pipeline.queue_setting for pipeline in registry())
+    found.names.update(pipeline.queue_setting for pipeline in PIPELINES)
     return found
 
 
 def infra_settings() -> set[str]:
     """function.bicep's app settings: its ``appSettings`` list, and the pipelines' queue
-    settings it reads from infra/pipelines.json (``pipelineQueueSettings``)."""
+    settings it reads from infra/app-resources.json (``pipelineQueueSettings``)."""
     text = (INFRA / "app" / "function.bicep").read_text()
     assert "appSettings: concat(pipelineQueueSettings, appSettings)" in text
-    assert "loadJsonContent('../pipelines.json').pipelines" in text
+    assert "loadJsonContent('../app-resources.json').pipelines" in text
     block = re.search(r"^var appSettings = \[(.*?)\n\]", text, re.DOTALL | re.MULTILINE)
     assert block, "function.bicep has no appSettings list"
-    pipelines = json.loads((INFRA / "pipelines.json").read_text())["pipelines"]
+    pipelines = json.loads((INFRA / "app-resources.json").read_text())["pipelines"]
     return set(re.findall(r"\{ name: '([^']+)', value:", block.group(1))) | {
         p["queueSetting"] for p in pipelines
     }

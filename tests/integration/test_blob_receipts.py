@@ -5,11 +5,11 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from shared.adapters.azure_clients import (
     APP_CONTAINERS,
-    APP_TABLES,
     RECEIPTS_CONTAINER,
     ensure_storage,
 )
 from shared.adapters.blob_receipts import BlobReceiptStore, ReceiptNotFound
+from shared.bootstrap.declared import APP_TABLES
 
 pytestmark = pytest.mark.integration
 
@@ -72,8 +72,8 @@ def test_loading_a_missing_receipt_says_so(container: ContainerClient) -> None:
 def test_ensure_storage_creates_the_app_resources_and_can_run_again(
     table_service_client, blob_service_client: BlobServiceClient
 ) -> None:
-    ensure_storage(table_service_client, blob_service_client)
-    ensure_storage(table_service_client, blob_service_client)
+    ensure_storage(table_service_client, blob_service_client, tables=APP_TABLES)
+    ensure_storage(table_service_client, blob_service_client, tables=APP_TABLES)
 
     tables = {table.name for table in table_service_client.list_tables()}
     containers = {container.name for container in blob_service_client.list_containers()}

@@ -36,7 +36,8 @@ from shared.adapters.azure_clients import (
 from shared.adapters.simulated_payments import TableSimulatedPaymentGateway
 from shared.adapters.table_products import TableProductCatalog
 from shared.bootstrap import Container, use_container
-from shared.config import Settings, StorageConnectionSettings
+from shared.bootstrap.declared import APP_TABLES
+from shared.config import StorageConnectionSettings
 from shared.domain.archive import (
     AlreadyReplayed,
     ReplayIncomplete,
@@ -57,13 +58,12 @@ from shared.entrypoints.failed_sessions_http import (
 from shared.entrypoints.imports_http import get_import
 from shared.entrypoints.replay_queue import replay_requests
 from shared.service_layer.dead_letters import archive_dead_letters
-from shared.service_layer.import_tasks import import_product
 from shared.service_layer.jobs import start_job
-from shared.service_layer.pipelines import registry
 from shared.service_layer.processor import FailurePolicy, Outcome, RetryPolicy, SessionProcessor
+from shared.service_layer.product_import_tasks import import_product
 from shared.service_layer.receipt_mailer import ReceiptMailer
 from shared.service_layer.replay import replay_session
-from tests.builders import order_document
+from tests.builders import PIPELINES, app_settings, order_document
 
 from .conftest import POOL_LOCK_SECONDS, ServiceBusEmulator
 from .servicebus import (
@@ -102,9 +102,10 @@ def app_environ(
         blob_service_client,
         queue_service(storage_settings),
         queues=[replay_queue],
+        tables=APP_TABLES,
     )
     yield {
-        **{p.queue_setting: p.default_queue for p in registry()},  # every pipeline's queue
+        **{p.queue_setting: p.default_queue for p in PIPELINES},  # every pipeline's queue
         "PURCHASE_QUEUE_NAME": session_queue,
         "REPLAY_QUEUE_NAME": replay_queue,
         "ServiceBusConnection": servicebus_connection_string,
@@ -122,7 +123,7 @@ def make_container(app_environ: dict[str, str]) -> Iterator[Callable[..., Contai
     made: list[Container] = []
 
     def make(**overrides: str) -> Container:
-        container = Container(Settings.from_env({**app_environ, **overrides}))
+        container = Container(app_settings({**app_environ, **overrides}))
         made.append(container)
         return container
 
@@ -242,9 +243,9 @@ class CrashesAfterTheRowWrite:
 KILLED_ARCHIVE_RUN = """
 import json, os, sys
 from shared.bootstrap import Container
-from shared.config import Settings
 from shared.service_layer.dead_letters import archive_dead_letters
-from shared.service_layer.import_tasks import import_product
+from tests.builders import app_settings
+from shared.service_layer.product_import_tasks import import_product
 
 class DiesAfterTheRowWrite:
     def __init__(self, archive):
@@ -255,7 +256,7 @@ class DiesAfterTheRowWrite:
         self._archive.save(rows)
         os._exit(9)
 
-container = Container(Settings.from_env(json.loads(sys.argv[1])))
+container = Container(app_settings(json.loads(sys.argv[1])))
 archive_dead_letters(
     container.dead_letter_source, DiesAfterTheRowWrite(container.archive), queues=[sys.argv[2]]
 )
@@ -331,7 +332,12 @@ def test_replay_sends_the_session_in_its_original_order_with_bodies_byte_exact(
     assert any(blob.size == len(big[0].body) for blob in bodies.list_blobs())
 
     result = replay_session(
-        container.archive, container.resender, container.session_seeder, sid, "key-1"
+        container.archive,
+        container.resender,
+        container.session_seeder,
+        sid,
+        "key-1",
+        pipelines=PIPELINES,
     )
 
     assert result.sent == 4 and result.new_session_id == replay_session_id(sid, "key-1")
@@ -381,7 +387,9 @@ def test_a_repeated_replay_with_the_same_key_sends_nothing_new(
     archive = LosesTheFirstMark(container.archive)
 
     def replay(key: str) -> Any:
-        return replay_session(archive, container.resender, container.session_seeder, sid, key)
+        return replay_session(
+            archive, container.resender, container.session_seeder, sid, key, pipelines=PIPELINES
+        )
 
     with pytest.raises(RuntimeError, match="died before marking"):
         replay("key")  # sent, but the rows were not marked
@@ -470,9 +478,23 @@ def test_replay_of_an_unknown_session_is_404_and_of_an_incomplete_one_409(
     assert unknown.headers["Content-Type"].startswith("application/problem+json")
     assert "not its last" in _document(incomplete, 409)["detail"]
     with pytest.raises(SessionNotArchived):
-        replay_session(container.archive, container.resender, container.session_seeder, "nope", "k")
+        replay_session(
+            container.archive,
+            container.resender,
+            container.session_seeder,
+            "nope",
+            "k",
+            pipelines=PIPELINES,
+        )
     with pytest.raises(ReplayIncomplete):
-        replay_session(container.archive, container.resender, container.session_seeder, sid, "k")
+        replay_session(
+            container.archive,
+            container.resender,
+            container.session_seeder,
+            sid,
+            "k",
+            pipelines=PIPELINES,
+        )
     assert receive_session(servicebus_client, session_queue, replay_session_id(sid, "k-1")) == []
 
     forced = _document(post(sid, force="true"), 202)
@@ -749,7 +771,7 @@ def test_a_replay_of_a_session_whose_receipt_went_out_sends_the_same_request_and
         )
     )
     order = start_job(
-        registry().get(PURCHASE),
+        PIPELINES.get(PURCHASE),
         order_document(lines=[{"sku": sku, "quantity": 1}]),
         sender=storage_down.task_sender,
         queue_name=session_queue,
@@ -812,7 +834,7 @@ def test_a_replayed_purchase_resumes_with_its_original_order_number_and_total(
         Product(sku=sku, name="Teapot", price=Decimal("20.00"), currency="EUR")
     )
     order = start_job(
-        registry().get(PURCHASE),
+        PIPELINES.get(PURCHASE),
         order_document(card_token=card, lines=[{"sku": sku, "quantity": 2}]),
         sender=during_outage.task_sender,
         queue_name=session_queue,

@@ -16,7 +16,6 @@ from shared.adapters.table_import_progress import TableImportProgress
 from shared.adapters.table_products import TableProductCatalog
 from shared.domain.import_jobs import JobManifest, import_job_status
 from shared.domain.pipelines import PRODUCT_IMPORT, import_message
-from shared.service_layer.import_tasks import import_tasks
 from shared.service_layer.observers import import_progress_observer
 from shared.service_layer.ports import RowOutcome
 from shared.service_layer.processor import (
@@ -26,6 +25,7 @@ from shared.service_layer.processor import (
     RetryPolicy,
     SessionProcessor,
 )
+from shared.service_layer.product_import_tasks import import_tasks
 from shared.service_layer.session_messages import Told
 from tests.progress_cases import CASES, SESSION, Case, record
 from tests.progress_cases import JOB as CASE_JOB

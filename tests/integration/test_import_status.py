@@ -17,10 +17,10 @@ from shared.adapters.table_import_progress import TableImportProgress
 from shared.adapters.table_products import TableProductCatalog
 from shared.domain.import_jobs import ImportJobNotFound, JobManifest
 from shared.domain.pipelines import PRODUCT_IMPORT, import_message
-from shared.service_layer.import_tasks import import_tasks
 from shared.service_layer.imports import get_import_status
 from shared.service_layer.observers import import_progress_observer
 from shared.service_layer.processor import FailurePolicy, IncomingMessage, SessionProcessor
+from shared.service_layer.product_import_tasks import import_tasks
 from spark_jobs.product_import import manifest as spark_manifest
 from tests.fakes import InMemorySessionActions
 

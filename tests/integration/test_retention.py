@@ -20,7 +20,7 @@ import pytest
 from azure.data.tables import TableClient, TableServiceClient
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
-from shared.adapters.azure_clients import APP_CONTAINERS, APP_TABLES, DEAD_LETTER_BODIES_CONTAINER
+from shared.adapters.azure_clients import APP_CONTAINERS, DEAD_LETTER_BODIES_CONTAINER
 from shared.adapters.blob_receipts import BlobReceiptStore
 from shared.adapters.simulated_payments import TableSimulatedPaymentGateway
 from shared.adapters.table_archive import TableDeadLetterArchive
@@ -35,6 +35,7 @@ from shared.adapters.table_order_progress import TableOrderProgress
 from shared.adapters.table_replay_requests import TableReplayRequests
 from shared.adapters.table_retention import TableRetention
 from shared.adapters.table_session_outcomes import TableSessionOutcomes
+from shared.bootstrap.declared import APP_TABLES
 from shared.domain.archive import FailureRecord
 from shared.domain.audit import AuditEntry
 from shared.domain.confirmations import Selection
@@ -51,7 +52,7 @@ from shared.service_layer.ports import DeadLetter
 from shared.service_layer.replay import replay_session
 from shared.service_layer.resolve import resolve_session
 from shared.service_layer.retention import purge_expired
-from tests.builders import dead_letter, purchase_message
+from tests.builders import PIPELINES, dead_letter, purchase_message
 from tests.fakes import (
     InMemoryAuditTrail,
     InMemoryDeadLetterQueue,
@@ -198,10 +199,22 @@ def test_one_purge_deletes_exactly_the_expired_records_and_a_kept_session_still_
     archive_dead_letters(queue, archive, queues=["purchase-tasks"])
     resender, seeder = InMemoryResender(), InMemorySessionSeeder()
     replay_session(
-        archive, resender, seeder, "replayed-old", "k-1", clock=clock(expired("replayed_sessions"))
+        archive,
+        resender,
+        seeder,
+        "replayed-old",
+        "k-1",
+        clock=clock(expired("replayed_sessions")),
+        pipelines=PIPELINES,
     )
     replay_session(
-        archive, resender, seeder, "replayed-new", "k-2", clock=clock(kept("replayed_sessions"))
+        archive,
+        resender,
+        seeder,
+        "replayed-new",
+        "k-2",
+        clock=clock(kept("replayed_sessions")),
+        pipelines=PIPELINES,
     )
     resolve_session(
         archive,
@@ -302,7 +315,7 @@ def test_one_purge_deletes_exactly_the_expired_records_and_a_kept_session_still_
     assert report.total == sum(len(found) for found in gone.values())
 
     # The kept failed session replays as it would have before the purge, receipt and all.
-    result = replay_session(archive, resender, seeder, "failed-old", "k-3")
+    result = replay_session(archive, resender, seeder, "failed-old", "k-3", pipelines=PIPELINES)
     assert result.sent == 3
     assert resender.sent[-1][1] == result.new_session_id
     assert BlobReceiptStore(storage.containers["receipts"]).load(failed_number)

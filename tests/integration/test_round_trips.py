@@ -34,6 +34,7 @@ from shared.adapters.table_import_progress import TableImportProgress
 from shared.adapters.table_order_numbers import TableOrderNumbers
 from shared.adapters.table_products import TableProductCatalog
 from shared.adapters.table_receipt_emails import RECEIPT_EMAILS_TABLE, TableReceiptEmails
+from shared.bootstrap.declared import APP_TABLES
 from shared.domain.envelope import TaskMessage
 from shared.domain.orders import parse_order
 from shared.domain.pipelines import (
@@ -43,13 +44,13 @@ from shared.domain.pipelines import (
     import_message,
     purchase_messages,
 )
-from shared.service_layer.import_tasks import import_tasks
 from shared.service_layer.observers import import_progress_observer
 from shared.service_layer.ports import SessionActions
 from shared.service_layer.processor import RetryPolicy, SessionProcessor
+from shared.service_layer.product_import_tasks import import_tasks
 from shared.service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
 from shared.service_layer.receipt_mailer import ReceiptMailer
-from tests.builders import order_document
+from tests.builders import PIPELINES, order_document
 
 from .conftest import SmtpInbox
 from .servicebus import SessionRunner, send_tasks
@@ -128,7 +129,7 @@ def test_each_task_message_costs_the_round_trips_the_processor_doc_lists(
     blobs = BlobServiceClient.from_connection_string(
         azurite_connection_string, raw_request_hook=storage
     )
-    ensure_storage(tables, blobs)
+    ensure_storage(tables, blobs, tables=APP_TABLES)
     catalog = TableProductCatalog(tables.get_table_client(PRODUCTS_TABLE))
     order_numbers = TableOrderNumbers(tables.get_table_client(ORDER_NUMBERS_TABLE))
     payments = TableSimulatedPaymentGateway(
@@ -144,12 +145,14 @@ def test_each_task_message_costs_the_round_trips_the_processor_doc_lists(
         PRODUCT_IMPORT: SessionProcessor(
             pipeline=PRODUCT_IMPORT,
             tasks=import_tasks(catalog),
+            policy=PIPELINES.policy(PRODUCT_IMPORT),
             observer=import_progress_observer(
                 TableImportProgress(tables.get_table_client(IMPORT_PROGRESS_TABLE))
             ),
         ),
         PURCHASE: SessionProcessor(
             pipeline=PURCHASE,
+            policy=PIPELINES.policy(PURCHASE),
             tasks=purchase_tasks(
                 PurchaseDependencies(
                     order_numbers=order_numbers,

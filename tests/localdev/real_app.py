@@ -21,11 +21,11 @@ from shared.adapters.azure_clients import PRODUCTS_TABLE, ensure_storage
 from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.adapters.table_products import TableProductCatalog
 from shared.bootstrap import use_container
+from shared.bootstrap.declared import APP_TABLES
 from shared.domain.envelope import TaskMessage
 from shared.domain.orders import parse_order
 from shared.domain.pipelines import import_message
-from shared.service_layer.pipelines import registry
-from tests.builders import order_document
+from tests.builders import PIPELINES, order_document
 
 from .conftest import APP_IMPORT_QUEUE, APP_PURCHASE_QUEUE
 
@@ -90,13 +90,14 @@ def run_app(
     ensure_storage(
         Tables.from_connection_string(azurite_connection_string),
         BlobServiceClient.from_connection_string(azurite_connection_string),
+        tables=APP_TABLES,
     )
     with (
         run_email_service() as email,
         ServiceBusClient.from_connection_string(servicebus_connection_string) as servicebus,
     ):
         app_settings = {
-            **{p.queue_setting: p.default_queue for p in registry()},  # every pipeline's queue
+            **{p.queue_setting: p.default_queue for p in PIPELINES},  # every pipeline's queue
             "AzureWebJobsStorage": azurite_connection_string,
             "ServiceBusConnection": servicebus_connection_string,
             "PURCHASE_QUEUE_NAME": APP_PURCHASE_QUEUE,

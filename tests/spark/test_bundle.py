@@ -135,8 +135,10 @@ def test_the_namespace_and_the_storage_account_must_be_given_at_deploy() -> None
 
 @pytest.mark.parametrize("target", ["dev", "prod"])
 def test_the_job_sends_to_the_import_queue_that_infra_creates(target: str) -> None:
-    # infra/main.bicep creates the queues of infra/pipelines.json
-    pipelines = json.loads((BUNDLE.parent / "infra" / "pipelines.json").read_text())["pipelines"]
+    # infra/main.bicep creates the queues of infra/app-resources.json
+    pipelines = json.loads((BUNDLE.parent / "infra" / "app-resources.json").read_text())[
+        "pipelines"
+    ]
     infra_queue = next(p["queue"] for p in pipelines if p["name"] == PRODUCT_IMPORT)
     bundle = load_bundle(target)
     parameters = bundle["resources"]["jobs"]["product_import"]["tasks"][0]["python_wheel_task"][

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import ConfigurationError, Settings
+from shared.config import ConfigurationError
 from shared.domain.pipelines import PURCHASE
 from shared.domain.retries import RetryPolicy
-from tests.builders import APP_SETTINGS
+from tests.builders import APP_SETTINGS, app_settings
 
 
 def test_defaults_fill_in_what_is_optional() -> None:
-    settings = Settings.from_env(APP_SETTINGS)
+    settings = app_settings(APP_SETTINGS)
     assert settings.queue_of(PURCHASE) == "purchase-tasks"
     assert settings.tax_rate == Decimal("0.25")
     assert settings.payment_decline_tokens == frozenset()
@@ -24,7 +24,7 @@ def test_defaults_fill_in_what_is_optional() -> None:
 
 
 def test_the_retry_settings_override_every_pipelines_declared_policy() -> None:
-    settings = Settings.from_env(
+    settings = app_settings(
         APP_SETTINGS | {"TASK_RETRY_WINDOW_SECONDS": "90", "TASK_RETRY_MAX_BACKOFF_SECONDS": "5"}
     )
     declared = RetryPolicy(window=600, min_backoff=1, max_backoff=30)
@@ -37,7 +37,7 @@ def test_the_retry_settings_override_every_pipelines_declared_policy() -> None:
 )
 def test_a_retry_setting_that_is_no_duration_is_refused(name: str, value: str) -> None:
     with pytest.raises(ConfigurationError, match=name):
-        Settings.from_env(APP_SETTINGS | {name: value})
+        app_settings(APP_SETTINGS | {name: value})
 
 
 def test_identity_based_connections_need_no_secrets() -> None:
@@ -51,7 +51,7 @@ def test_identity_based_connections_need_no_secrets() -> None:
         "AzureWebJobsStorage__accountName": "acct",
         "AzureWebJobsStorage__clientId": "00000000-0000-0000-0000-000000000001",
     }
-    settings = Settings.from_env(env)
+    settings = app_settings(env)
     assert settings.service_bus.connection_string is None
     assert settings.service_bus.fully_qualified_namespace == "ns.servicebus.windows.net"
     assert settings.storage.account_name == "acct"
@@ -62,14 +62,14 @@ def test_identity_based_connections_need_no_secrets() -> None:
 def test_a_missing_required_setting_is_named(name: str) -> None:
     env = {k: v for k, v in APP_SETTINGS.items() if k != name}
     with pytest.raises(ConfigurationError, match=name):
-        Settings.from_env(env)
+        app_settings(env)
 
 
 @pytest.mark.parametrize("name", ["ServiceBusConnection", "AzureWebJobsStorage"])
 def test_a_missing_connection_says_both_ways_to_set_it(name: str) -> None:
     env = {k: v for k, v in APP_SETTINGS.items() if k != name}
     with pytest.raises(ConfigurationError, match=f"{name}__"):
-        Settings.from_env(env)
+        app_settings(env)
 
 
 @pytest.mark.parametrize(
@@ -86,11 +86,11 @@ def test_a_missing_connection_says_both_ways_to_set_it(name: str) -> None:
 )
 def test_a_bad_value_is_named(name: str, value: str) -> None:
     with pytest.raises(ConfigurationError, match=name):
-        Settings.from_env({**APP_SETTINGS, name: value})
+        app_settings({**APP_SETTINGS, name: value})
 
 
 def test_token_lists_are_comma_separated() -> None:
-    settings = Settings.from_env({**APP_SETTINGS, "PAYMENT_SIMULATOR_DECLINE_TOKENS": " a, b ,,c"})
+    settings = app_settings({**APP_SETTINGS, "PAYMENT_SIMULATOR_DECLINE_TOKENS": " a, b ,,c"})
     assert settings.payment_decline_tokens == {"a", "b", "c"}
 
 
@@ -104,13 +104,11 @@ def test_the_replay_triggers_last_attempt_is_the_hosts_max_dequeue_count_everywh
     local = json.loads((ROOT / "local.settings.json.example").read_text())["Values"]
     bicep = (ROOT / "infra" / "app" / "function.bicep").read_text()
 
-    assert Settings.from_env(APP_SETTINGS).replay_max_dequeue_count == count
+    assert app_settings(APP_SETTINGS).replay_max_dequeue_count == count
     assert local["REPLAY_MAX_DEQUEUE_COUNT"] == str(count)
     assert f"{{ name: 'REPLAY_MAX_DEQUEUE_COUNT', value: '{count}' }}" in bicep
     assert (
-        Settings.from_env(
-            {**APP_SETTINGS, "REPLAY_MAX_DEQUEUE_COUNT": "3"}
-        ).replay_max_dequeue_count
+        app_settings({**APP_SETTINGS, "REPLAY_MAX_DEQUEUE_COUNT": "3"}).replay_max_dequeue_count
         == 3
     )
 
@@ -129,6 +127,6 @@ def test_the_block_size_setting_picks_the_order_number_mode(
     env = {**APP_SETTINGS, **({"ORDER_NUMBER_BLOCK_SIZE": block_size} if block_size else {})}
     tables = TableServiceClient.from_connection_string(azurite_connection_string())
 
-    numbers = parts.order_numbers(tables, Settings.from_env(env))
+    numbers = parts.order_numbers(tables, app_settings(env))
 
     assert type(numbers).__name__ == mode

@@ -30,7 +30,6 @@ from shared.service_layer.bulk_replay import (
     run_bulk_replay,
 )
 from shared.service_layer.dead_letters import archive_dead_letters
-from shared.service_layer.import_tasks import import_tasks
 from shared.service_layer.observers import import_progress_observer
 from shared.service_layer.ports import OutgoingMessage
 from shared.service_layer.processor import (
@@ -40,8 +39,9 @@ from shared.service_layer.processor import (
     RetryPolicy,
     SessionProcessor,
 )
+from shared.service_layer.product_import_tasks import import_tasks
 from shared.service_layer.replay import replay_session
-from tests.builders import NOW, dead_letter, failed_purchase, purchase_dead_letter
+from tests.builders import NOW, PIPELINES, dead_letter, failed_purchase, purchase_dead_letter
 from tests.fakes import (
     FakeTime,
     InMemoryAuditTrail,
@@ -170,7 +170,9 @@ def test_replay_sends_the_rows_in_order_under_a_new_seeded_session(world) -> Non
     resender, seeder = InMemoryResender(), InMemorySessionSeeder()
     originals = archive.list_session("s-1")
 
-    result = replay_session(archive, resender, seeder, "s-1", "key-1", clock=lambda: NOW)
+    result = replay_session(
+        archive, resender, seeder, "s-1", "key-1", clock=lambda: NOW, pipelines=PIPELINES
+    )
 
     assert result.new_session_id == replay_session_id("s-1", "key-1") != "s-1"
     assert [m.body for _, _, m in resender.sent] == [r.body for r in originals]
@@ -190,19 +192,30 @@ def test_repeating_a_replay_with_the_same_key_sends_nothing_new(world) -> None:
     archive = archived(world)
     seen: set[str] = set()
     first = InMemoryResender(seen_ids=seen)
-    replay_session(archive, first, InMemorySessionSeeder(), "s-1", "key-1")
+    replay_session(archive, first, InMemorySessionSeeder(), "s-1", "key-1", pipelines=PIPELINES)
     again = InMemoryResender(seen_ids=seen)
 
-    result = replay_session(archive, again, InMemorySessionSeeder(), "s-1", "key-1")
+    result = replay_session(
+        archive, again, InMemorySessionSeeder(), "s-1", "key-1", pipelines=PIPELINES
+    )
 
     assert result.sent == 0 and again.sent == []
 
 
 def test_a_replay_under_another_key_is_refused(world) -> None:
     archive = archived(world)
-    replay_session(archive, InMemoryResender(), InMemorySessionSeeder(), "s-1", "key-1")
+    replay_session(
+        archive, InMemoryResender(), InMemorySessionSeeder(), "s-1", "key-1", pipelines=PIPELINES
+    )
     with pytest.raises(AlreadyReplayed) as error:
-        replay_session(archive, InMemoryResender(), InMemorySessionSeeder(), "s-1", "key-2")
+        replay_session(
+            archive,
+            InMemoryResender(),
+            InMemorySessionSeeder(),
+            "s-1",
+            "key-2",
+            pipelines=PIPELINES,
+        )
     assert error.value.replayed_session_id == replay_session_id("s-1", "key-1")
 
 
@@ -210,13 +223,15 @@ def test_replay_refuses_unknown_and_incomplete_sessions_and_a_missing_key(world)
     archive = archived(world, upto=4)  # the last message is not archived yet
     resender = InMemoryResender()
     with pytest.raises(SessionNotArchived):
-        replay_session(archive, resender, InMemorySessionSeeder(), "nope", "k")
+        replay_session(archive, resender, InMemorySessionSeeder(), "nope", "k", pipelines=PIPELINES)
     with pytest.raises(ReplayIncomplete, match="force"):
-        replay_session(archive, resender, InMemorySessionSeeder(), "s-1", "k")
+        replay_session(archive, resender, InMemorySessionSeeder(), "s-1", "k", pipelines=PIPELINES)
     with pytest.raises(InvalidInput):
-        replay_session(archive, resender, InMemorySessionSeeder(), "s-1", " ")
+        replay_session(archive, resender, InMemorySessionSeeder(), "s-1", " ", pipelines=PIPELINES)
     assert resender.sent == []
-    forced = replay_session(archive, resender, InMemorySessionSeeder(), "s-1", "k", force=True)
+    forced = replay_session(
+        archive, resender, InMemorySessionSeeder(), "s-1", "k", force=True, pipelines=PIPELINES
+    )
     assert forced.sent == 2
 
 
@@ -269,6 +284,7 @@ def test_bulk_replay_replays_every_matching_session_and_reports_progress(world) 
         request.request_id,
         page_size=2,
         audit=InMemoryAuditTrail(),
+        pipelines=PIPELINES,
     )
 
     assert (done.status, done.found, done.sent, done.failed) == ("completed", 6, 5, 1)
@@ -283,6 +299,7 @@ def test_bulk_replay_replays_every_matching_session_and_reports_progress(world) 
             InMemorySessionSeeder(),
             request.request_id,
             audit=InMemoryAuditTrail(),
+            pipelines=PIPELINES,
         )
         == done
     )
@@ -319,7 +336,9 @@ def test_failed_sessions_are_grouped_by_queue_task_and_reason(world) -> None:
         dlq.add(*failed_purchase(f"pay-{n}"))
     dlq.add(*failed_purchase("sku-0", from_step=2, reason="UnknownSku"))
     archive_dead_letters(dlq, archive, queues=["purchase-tasks"])
-    replay_session(archive, InMemoryResender(), InMemorySessionSeeder(), "pay-0", "k")
+    replay_session(
+        archive, InMemoryResender(), InMemorySessionSeeder(), "pay-0", "k", pipelines=PIPELINES
+    )
 
     assert group_failed_sessions(archive) == [
         FailureGroup("purchase-tasks", "ProcessPayment", "PaymentProviderUnavailable", 2),
@@ -422,7 +441,7 @@ def test_an_import_session_is_replayed_without_force_its_last_row_closing_the_se
     assert not archive.get_summary("imp-1").has_last  # row 10 was imported
     resender, seeder = InMemoryResender(), InMemorySessionSeeder()
 
-    result = replay_session(archive, resender, seeder, "imp-1", "key-1")
+    result = replay_session(archive, resender, seeder, "imp-1", "key-1", pipelines=PIPELINES)
 
     new_session = replay_session_id("imp-1", "key-1")
     assert (result.sent, result.new_session_id) == (2, new_session)
@@ -454,7 +473,7 @@ def test_a_replayed_import_session_of_one_row_runs_that_row_even_when_it_is_retr
     failed_import(dlq, "imp-1", (4,))
     archive_dead_letters(dlq, archive, queues=[IMPORT_QUEUE])
     resender, seeder = InMemoryResender(), InMemorySessionSeeder()
-    replay_session(archive, resender, seeder, "imp-1", "key-1")
+    replay_session(archive, resender, seeder, "imp-1", "key-1", pipelines=PIPELINES)
     [(_, new_session, only)] = resender.sent
     catalog = FlakyCatalog({"SKU-4"})
 
@@ -484,7 +503,9 @@ def test_an_unreadable_import_row_is_known_by_its_properties_and_closes_the_sess
     archive_dead_letters(dlq, archive, queues=[IMPORT_QUEUE])
     resender = InMemoryResender()
 
-    replay_session(archive, resender, InMemorySessionSeeder(), "imp-1", "key-1")
+    replay_session(
+        archive, resender, InMemorySessionSeeder(), "imp-1", "key-1", pipelines=PIPELINES
+    )
 
     [(_, _, sent)] = resender.sent
     assert sent.body == b"{not json"  # as it was: the processor reads is_last from properties
@@ -498,9 +519,11 @@ def test_a_purchase_still_waits_for_its_last_message_and_is_sent_as_it_was(world
     archive = archived(world, upto=4)
     resender = InMemoryResender()
     with pytest.raises(ReplayIncomplete):
-        replay_session(archive, resender, InMemorySessionSeeder(), "s-1", "k")
+        replay_session(archive, resender, InMemorySessionSeeder(), "s-1", "k", pipelines=PIPELINES)
 
-    replay_session(archive, resender, InMemorySessionSeeder(), "s-1", "k", force=True)
+    replay_session(
+        archive, resender, InMemorySessionSeeder(), "s-1", "k", force=True, pipelines=PIPELINES
+    )
 
     assert [m.body for _, _, m in resender.sent] == [r.body for r in archive.list_session("s-1")]
     assert not any(parse_task_message(m.body).is_last for _, _, m in resender.sent)
@@ -523,6 +546,7 @@ def test_bulk_replay_by_reason_replays_import_sessions(world) -> None:
         InMemorySessionSeeder(),
         request.request_id,
         audit=InMemoryAuditTrail(),
+        pipelines=PIPELINES,
     )
 
     assert (done.found, done.sent, done.failed) == (3, 2, 1)
@@ -607,6 +631,7 @@ def test_a_bulk_replay_run_again_reports_the_totals_of_one_run(world, dies_in) -
         once[2],
         page_size=3,
         audit=InMemoryAuditTrail(),
+        pipelines=PIPELINES,
     )
     assert summary_of(clean) == (
         "completed",
@@ -637,6 +662,7 @@ def test_a_bulk_replay_run_again_reports_the_totals_of_one_run(world, dies_in) -
             request_id,
             page_size=3,
             audit=InMemoryAuditTrail(),
+            pipelines=PIPELINES,
         )
     assert requests.get(request_id).status == "running"
     again = InMemoryResender(seen_ids=seen)  # the queue's duplicate detection
@@ -649,6 +675,7 @@ def test_a_bulk_replay_run_again_reports_the_totals_of_one_run(world, dies_in) -
         request_id,
         page_size=3,
         audit=InMemoryAuditTrail(),
+        pipelines=PIPELINES,
     )
 
     assert summary_of(rerun) == summary_of(clean)

@@ -11,10 +11,10 @@ from shared.domain.audit import Change
 from shared.domain.edits import checked_edit
 from shared.domain.errors import InvalidInput
 from shared.domain.pipelines import import_message
-from shared.service_layer.pipelines import registry
+from tests.builders import PIPELINES
 
 ROW = {"sku": "TEA-X", "name": "Tea", "price": "4.50", "currency": "EURO", "description": ""}
-CHECKS = registry().payload_check
+CHECKS = PIPELINES.payload_check
 ORIGINAL = import_message("job-1", 3, is_last=False, row=ROW).to_json()
 
 

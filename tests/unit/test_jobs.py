@@ -9,22 +9,25 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from shared.bootstrap import app_pipelines
 from shared.domain.errors import InvalidInput
 from shared.domain.idempotency import IdempotencyKeyReused
 from shared.domain.pipelines import PURCHASE
 from shared.domain.session_outcomes import JobNotFound, SessionOutcome
 from shared.service_layer.idempotency import IdempotentRequests
+from shared.service_layer.job_status import get_job
 from shared.service_layer.jobs import (
     SessionAcceptance,
-    get_job,
     job_ids,
     resumed_job_id,
     start_job,
 )
-from shared.service_layer.pipelines import registry
+from tests.builders import PIPELINES
 from tests.fakes import InMemoryIdempotencyRecords, InMemorySessionOutcomes, InMemoryTaskSender
 
-ONBOARDING = registry({"PIPELINE_MODULES": "tests.examples.onboarding"}).get("onboarding")
+ONBOARDING = app_pipelines({"PIPELINE_MODULES": "tests.examples.onboarding"}).declared.get(
+    "onboarding"
+)
 T0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 CUSTOMER = {"email": "ada@example.com", "name": "Ada", "plan": "PLAN-TEAM"}
 
@@ -102,7 +105,7 @@ def test_job_ids_are_derived_as_every_release_derived_them() -> None:
     # (docs/deploy.md, "Stored shapes")
     now = uuid.UUID("0b6f3c1e-2f4e-4d8e-9a57-7d1f2b8c4e90")
     earlier_purchases = uuid.UUID("6f1c6f55-6a55-4f1e-9d55-3c3f0d5c2a11")
-    purchase = registry().get(PURCHASE)
+    purchase = PIPELINES.get(PURCHASE)
 
     assert job_ids(purchase, "k-1") == (
         str(uuid.uuid5(now, "purchase:k-1")),

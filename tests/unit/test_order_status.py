@@ -15,11 +15,10 @@ from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.jobs import StartedJob, start_job
 from shared.service_layer.observers import order_progress_observer
 from shared.service_layer.orders import OrderLookup
-from shared.service_layer.pipelines import registry
 from shared.service_layer.ports import DeadLetter
 from shared.service_layer.processor import IncomingMessage, Outcome, SessionProcessor
 from shared.service_layer.replay import replay_session
-from tests.builders import dead_letter
+from tests.builders import PIPELINES, dead_letter
 from tests.fakes import (
     InMemoryAuditTrail,
     InMemoryDeadLetterArchive,
@@ -60,7 +59,7 @@ class Store:
 
     def submit(self, **changes: Any) -> StartedJob:
         return start_job(
-            registry().get(PURCHASE),
+            PIPELINES.get(PURCHASE),
             {**ORDER, **changes},
             sender=self.sender,
             queue_name="q",
@@ -164,7 +163,9 @@ def test_a_failed_order_names_the_task_and_why_and_a_replay_carries_it_to_comple
 
     store.shop.payments.outage_tokens.clear()
     resender, seeder = InMemoryResender(), InMemorySessionSeeder()
-    result = replay_session(store.archive, resender, seeder, order.session_id, "fix-1")
+    result = replay_session(
+        store.archive, resender, seeder, order.session_id, "fix-1", pipelines=PIPELINES
+    )
     replayed = store.status(order.job_id)
     assert (replayed.status, replayed.replayed_as, replayed.next_step) == (
         "replayed",

@@ -13,9 +13,7 @@ from shared.domain.orders import parse_order
 from shared.domain.pipelines import PRODUCT_IMPORT, PURCHASE, import_message, purchase_messages
 from shared.domain.products import Product
 from shared.domain.session_state import decode_session_state
-from shared.service_layer.import_tasks import import_tasks
 from shared.service_layer.jobs import StartedJob, start_job
-from shared.service_layer.pipelines import registry
 from shared.service_layer.processor import (
     FailurePolicy,
     IncomingMessage,
@@ -23,9 +21,10 @@ from shared.service_layer.processor import (
     RetryPolicy,
     SessionProcessor,
 )
+from shared.service_layer.product_import_tasks import import_tasks
 from shared.service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
 from shared.service_layer.receipt_mailer import ReceiptMailer
-from tests.builders import order_document
+from tests.builders import PIPELINES, order_document
 from tests.fakes import (
     FakeTime,
     InMemoryEmailSender,
@@ -300,7 +299,7 @@ def submit_order(
 ) -> StartedJob:
     """``POST /api/orders``'s start of a purchase, without its stores."""
     return start_job(
-        registry().get(PURCHASE),
+        PIPELINES.get(PURCHASE),
         document,
         sender=sender,
         queue_name=queue_name,

@@ -4,7 +4,9 @@ None instead, and a lookup that may answer None is a ``find``."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -25,8 +27,14 @@ CONDITIONAL_WRITES = {
 
 
 def _ports() -> list[type]:
+    """Every port: those of each module of the ``ports`` package (a port of your own too) and
+    the operator's."""
+    modules = [
+        importlib.import_module(f"{ports.__name__}.{m.name}")
+        for m in pkgutil.iter_modules(ports.__path__)
+    ]
     found = []
-    for module in (ports, operator_ports):
+    for module in (*modules, operator_ports):
         for _, value in vars(module).items():
             if (
                 inspect.isclass(value)

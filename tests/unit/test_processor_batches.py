@@ -15,7 +15,6 @@ from shared.domain.envelope import TaskMessage
 from shared.domain.errors import TransientTaskError
 from shared.domain.pipelines import IMPORT_PRODUCT, PRODUCT_IMPORT, FailurePolicy
 from shared.domain.products import Product
-from shared.service_layer.import_tasks import import_batch_tasks, import_tasks
 from shared.service_layer.observers import import_progress_observer
 from shared.service_layer.processor import (
     IncomingMessage,
@@ -24,6 +23,7 @@ from shared.service_layer.processor import (
     RetryPolicy,
     SessionProcessor,
 )
+from shared.service_layer.product_import_tasks import import_batch_tasks, import_tasks
 from tests.fakes import (
     FakeTime,
     InMemoryImportProgress,

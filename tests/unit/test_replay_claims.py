@@ -16,7 +16,7 @@ from shared.domain.archive import AlreadyReplayed, ReplayIncomplete, replay_sess
 from shared.domain.confirmations import Selection
 from shared.service_layer.bulk_replay import request_bulk_replay, run_bulk_replay
 from shared.service_layer.replay import replay_session
-from tests.builders import failed_purchase
+from tests.builders import PIPELINES, failed_purchase
 from tests.fakes import (
     InMemoryAuditTrail,
     InMemoryDeadLetterArchive,
@@ -35,7 +35,9 @@ def archive_of(*sessions: str, upto: int = 5) -> InMemoryDeadLetterArchive:
 
 
 def replay(archive: Any, resender: InMemoryResender, session: str, key: str) -> Any:
-    return replay_session(archive, resender, InMemorySessionSeeder(), session, key)
+    return replay_session(
+        archive, resender, InMemorySessionSeeder(), session, key, pipelines=PIPELINES
+    )
 
 
 class BeforeClaim:
@@ -113,7 +115,13 @@ def test_an_incomplete_session_is_refused_before_it_is_claimed() -> None:
 
     assert archive.get_summary("s-1").claim is None
     forced = replay_session(
-        archive, InMemoryResender(), InMemorySessionSeeder(), "s-1", "key-2", force=True
+        archive,
+        InMemoryResender(),
+        InMemorySessionSeeder(),
+        "s-1",
+        "key-2",
+        force=True,
+        pipelines=PIPELINES,
     )
     assert forced.sent == 2
 
@@ -154,6 +162,7 @@ def test_two_bulk_replays_of_one_group_replay_each_session_once_and_report_what_
             InMemorySessionSeeder(),
             request_id,
             audit=InMemoryAuditTrail(),
+            pipelines=PIPELINES,
         )
 
     # Interleaving: the second request lists the group (all three failed), then the first

@@ -27,7 +27,7 @@ from shared.service_layer.failed_sessions import list_failed_sessions
 from shared.service_layer.history import Progress, session_history
 from shared.service_layer.operator_actions import replay_for_operator
 from shared.service_layer.resolve import resolve_session
-from tests.builders import failed_purchase
+from tests.builders import PIPELINES, failed_purchase
 from tests.fakes import (
     InMemoryAuditTrail,
     InMemoryConfirmations,
@@ -133,7 +133,13 @@ def test_a_bulk_replay_leaves_resolved_sessions_alone_and_a_bulk_resolve_audits_
     )
     sent = InMemoryResender()
     done = run_bulk_replay(
-        requests, archive, sent, InMemorySessionSeeder(), request.request_id, audit=audit
+        requests,
+        archive,
+        sent,
+        InMemorySessionSeeder(),
+        request.request_id,
+        audit=audit,
+        pipelines=PIPELINES,
     )
 
     assert (done.action, done.found, done.sent, done.taken) == ("resolve", 2, 2, 0)
@@ -165,6 +171,7 @@ def test_the_history_shows_each_replay_its_operator_and_its_outcome() -> None:
         key="console:abcdef123456",
         who="ada",
         note="provider back",
+        pipelines=PIPELINES,
     )
     new = replay_session_id("s-1", "console:abcdef123456")
     job = archive.list_session("s-1")[0].job_id

@@ -49,6 +49,7 @@ from shared.telemetry.operations import (
 from shared.telemetry.plan import ExportPlan, Telemetry
 from shared.telemetry.setup import export_plan, use_telemetry
 from tests import builders
+from tests.builders import PIPELINES
 from tests.fakes import (
     InMemoryAuditTrail,
     InMemoryReplayRequests,
@@ -465,6 +466,7 @@ def test_an_archive_run_keeps_trace_ids_and_a_bulk_replay_links_each_session_to_
         InMemorySessionSeeder(),
         request.request_id,
         audit=InMemoryAuditTrail(),
+        pipelines=PIPELINES,
     )
 
     assert {s: archive.get_summary(s).trace_id for s in orders} == {
@@ -517,6 +519,7 @@ def test_an_edited_replay_is_a_replay_span_counting_its_edits_and_the_edit_is_au
         key="console:0123456789abcdef",
         who="operator",
         note="currency typo",
+        pipelines=PIPELINES,
     )
 
     (span,) = [s for s in recording.spans.get_finished_spans() if s.name == "replay session"]

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.config import ConfigurationError, Settings
+from shared.config import ConfigurationError
 from shared.domain.errors import InvalidInput
 from shared.domain.retention import Lifetimes
 from shared.domain.time_windows import time_window, utc_time, within
-from tests.builders import APP_SETTINGS
+from tests.builders import APP_SETTINGS, app_settings
 
 
 def test_a_time_with_an_offset_is_written_as_the_app_writes_times() -> None:
@@ -34,7 +34,7 @@ def test_a_window_s_end_comes_after_its_start_and_either_may_be_open() -> None:
 
 
 def test_the_settings_of_urls_lifetimes_and_alerts() -> None:
-    settings = Settings.from_env(
+    settings = app_settings(
         {
             **APP_SETTINGS,
             "PUBLIC_BASE_URL": "https://shop.example.com/",
@@ -49,6 +49,6 @@ def test_the_settings_of_urls_lifetimes_and_alerts() -> None:
     assert settings.alerts.failed_sessions_threshold == 3
     for bad in ("shop.example.com", "ftp://shop.example.com", "https://x.example/?a=1"):
         with pytest.raises(ConfigurationError, match="PUBLIC_BASE_URL"):
-            Settings.from_env({**APP_SETTINGS, "PUBLIC_BASE_URL": bad})
+            app_settings({**APP_SETTINGS, "PUBLIC_BASE_URL": bad})
     with pytest.raises(InvalidInput, match="RETENTION_AUDIT_DAYS"):
-        Settings.from_env({**APP_SETTINGS, "RETENTION_AUDIT_DAYS": "-1"})
+        app_settings({**APP_SETTINGS, "RETENTION_AUDIT_DAYS": "-1"})

@@ -18,21 +18,22 @@ from typing import Any, TypeVar
 
 from shared.adapters.servicebus_sender import to_service_bus_message
 from shared.adapters.storage_replay_queue import StorageQueueReplayQueue, replay_queue_client
+from shared.bootstrap import app_pipelines
 from shared.domain.archive import replay_session_id
 from shared.domain.envelope import TaskMessage
 from shared.domain.payments import payment_idempotency_key
 from shared.domain.pipelines import PRODUCT_IMPORT, PURCHASE, FailurePolicy, import_message
 from shared.domain.products import Product
 from shared.domain.session_state import SessionState
-from shared.service_layer.import_tasks import import_tasks
 from shared.service_layer.jobs import job_ids
-from shared.service_layer.pipelines import registry
 from shared.service_layer.processor import RetryPolicy, SessionProcessor
+from shared.service_layer.product_import_tasks import import_tasks
 from shared.service_layer.purchase_tasks import PurchaseDependencies, purchase_tasks
 from shared.service_layer.receipt_mailer import ReceiptMailer
 from shared.service_layer.replay import replay_session
 from shared.service_layer.session_messages import IncomingMessage, Outcome
 from spark_jobs.product_import.sending import message_id as import_message_id
+from tests.builders import PIPELINES
 from tests.fakes import (
     InMemoryEmailSender,
     InMemoryOrderNumbers,
@@ -83,7 +84,7 @@ def import_state(storage: Storage) -> object:
 
 
 def task_messages(storage: Storage) -> object:
-    purchase = registry().get(PURCHASE)
+    purchase = PIPELINES.get(PURCHASE)
     sent = [to_service_bus_message(JOB, m) for m in purchase.messages(JOB, ORDER.to_payload())]
     row = {"sku": "TEA-1", "name": "Tea", "price": "4.20", "currency": "EUR", "description": ""}
     imported = to_service_bus_message(
@@ -98,7 +99,7 @@ def replayed_messages(storage: Storage) -> object:
     with the failed session's context."""
     archive, _, _ = failed_purchase_archive(storage)
     resender, seeder = InMemoryResender(), InMemorySessionSeeder()
-    replay_session(archive, resender, seeder, JOB, KEY, clock=sample_time)
+    replay_session(archive, resender, seeder, JOB, KEY, clock=sample_time, pipelines=PIPELINES)
     return {
         "messages": [_message(to_service_bus_message(s, m)) for _, s, m in resender.sent],
         "seeded state": [structure_of(state) for state in seeder.states.values()],
@@ -115,9 +116,11 @@ def replay_queue_messages(storage: Storage) -> object:
 
 
 def derived_ids(storage: Storage) -> object:
-    onboarding = registry({"PIPELINE_MODULES": "tests.examples.onboarding"}).get("onboarding")
+    onboarding = app_pipelines({"PIPELINE_MODULES": "tests.examples.onboarding"}).declared.get(
+        "onboarding"
+    )
     return {
-        "purchase job ids": list(job_ids(registry().get(PURCHASE), KEY)),
+        "purchase job ids": list(job_ids(PIPELINES.get(PURCHASE), KEY)),
         "pipeline job ids": list(job_ids(onboarding, KEY)),
         "replay session id": replay_session_id(JOB, KEY),
         "payment key": payment_idempotency_key(JOB),

@@ -41,9 +41,8 @@ from shared.domain.receipt_emails import ReceiptEmail
 from shared.domain.replays import ReplayRequest
 from shared.domain.session_outcomes import SessionOutcome
 from shared.service_layer.dead_letters import archive_dead_letters
-from shared.service_layer.pipelines import registry
 from shared.service_layer.ports import DeadLetter, RowOutcome
-from tests.builders import dead_letter, order_document
+from tests.builders import PIPELINES, dead_letter, order_document
 from tests.fakes import (
     InMemoryDeadLetterQueue,
 )
@@ -268,4 +267,4 @@ def _dead_letters(body: bytes | None = None) -> list[DeadLetter]:
 
 def order_messages(card: str = "tok_visa") -> list[TaskMessage]:
     order = parse_order(order_document(card_token=card, lines=[{"sku": "TEA-1", "quantity": 2}]))
-    return registry().get(PURCHASE).messages(JOB, order.to_payload())
+    return PIPELINES.get(PURCHASE).messages(JOB, order.to_payload())

@@ -12,13 +12,11 @@ from collections.abc import Iterator
 import pytest
 
 from localdev.stack_layout import REPO_ROOT
-from shared.adapters.azure_clients import (
-    APP_TABLES,
-    blob_service,
-    queue_service,
-    table_service,
-)
+from shared.adapters.azure_clients import blob_service, queue_service, table_service
+from shared.bootstrap.declared import APP_TABLES
 from shared.config import StorageConnectionSettings
+from shared.domain.pipelines import PRODUCT_IMPORT, PURCHASE
+from tests.builders import PIPELINES
 
 from .stored_shapes import SHAPES, Storage, fingerprint
 
@@ -88,6 +86,13 @@ def test_every_fingerprint_listed_has_a_note() -> None:
     )
 
 
+# The pipelines whose tables this release's shapes cover. A pipeline added since keeps its
+# own tables; docs/pipelines.md ("Before its first upgrade") says how to list them here.
+RECORDED_PIPELINES = (PURCHASE, PRODUCT_IMPORT)
+
+
 def test_every_table_the_app_keeps_is_a_stored_shape() -> None:
     # A table added to the app without a shape here would change without a note.
-    assert set(APP_TABLES) <= set(SHAPES), sorted(set(APP_TABLES) - set(SHAPES))
+    added = {t for p in PIPELINES if p.name not in RECORDED_PIPELINES for t in p.tables}
+    kept = set(APP_TABLES) - added
+    assert kept <= set(SHAPES), sorted(kept - set(SHAPES))

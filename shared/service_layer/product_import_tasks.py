@@ -10,8 +10,23 @@ from typing import Any
 from ..domain.errors import InvalidInput, PermanentTaskError
 from ..domain.pipelines import IMPORT_PRODUCT
 from ..domain.products import Product, parse_product
-from .ports import ProductCatalog
-from .session_messages import BatchTask, Task, TaskInvocation
+from .observers import import_progress_observer
+from .ports import ImportProgress, ProductCatalog
+from .session_messages import BatchTask, Observer, Task, TaskInvocation
+
+
+def build_tasks(catalog: ProductCatalog) -> dict[str, Task]:
+    """The import's task, from the container's parts (``shared.bootstrap.wiring``)."""
+    return import_tasks(catalog)
+
+
+def build_batch_tasks(catalog: ProductCatalog) -> dict[str, BatchTask]:
+    return import_batch_tasks(catalog)
+
+
+def build_observer(import_progress: ImportProgress) -> Observer:
+    """Each row's outcome, for ``GET /api/imports/{job_id}``."""
+    return import_progress_observer(import_progress)
 
 
 def import_tasks(catalog: ProductCatalog) -> dict[str, Task]:

@@ -3,7 +3,8 @@
 
 Connections follow the Functions conventions: ``<NAME>`` holds a connection string, or
 ``<NAME>__fullyQualifiedNamespace`` / ``<NAME>__accountName`` (plus the optional
-``<NAME>__clientId`` of a user-assigned managed identity) select an identity-based connection.
+``<NAME>__clientId`` of a user-assigned managed identity) select an identity-based connection
+(``connections``); each value is read and checked by ``reader``.
 
 Telemetry's settings (``APPLICATIONINSIGHTS_*``, ``OTEL_*``) are not here: telemetry is decided
 per process before any ``Settings`` exists, from the environment as the Functions worker and
@@ -14,57 +15,51 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from urllib.parse import urlsplit
 
-from .domain.alerts import AlertRules
-from .domain.errors import PipelineError
-from .domain.retention import Lifetimes
-from .domain.retries import DEFAULT_CIRCUIT_THRESHOLD, DEFAULT_HOLD_SECONDS, RetryPolicy
-from .domain.roles import ConsoleAccessSettings, Role, role_named
-from .service_layer.pipelines import registry
+from ..domain.alerts import AlertRules
+from ..domain.pipelines import Pipeline
+from ..domain.retention import Lifetimes
+from ..domain.retries import DEFAULT_CIRCUIT_THRESHOLD, DEFAULT_HOLD_SECONDS, RetryPolicy
+from ..domain.roles import ConsoleAccessSettings, Role, role_named
+from .connections import (
+    EMAIL_CONNECTION,
+    SERVICE_BUS_CONNECTION,
+    STORAGE_CONNECTION,
+    EmailServiceConnectionSettings,
+    ServiceBusConnectionSettings,
+    StorageConnectionSettings,
+    service_bus_connection,
+    storage_connection,
+)
+from .reader import ConfigurationError, SettingsReader
 
-SERVICE_BUS_CONNECTION = "ServiceBusConnection"
-STORAGE_CONNECTION = "AzureWebJobsStorage"
-EMAIL_CONNECTION = "CommunicationServicesConnection"
+__all__ = [
+    "EMAIL_CONNECTION",
+    "SERVICE_BUS_CONNECTION",
+    "STORAGE_CONNECTION",
+    "ConfigurationError",
+    "ConsoleAccessSettings",
+    "EmailServiceConnectionSettings",
+    "ServiceBusConnectionSettings",
+    "Settings",
+    "StorageConnectionSettings",
+    "console_access",
+    "pipeline_modules",
+    "service_bus_connection",
+    "storage_connection",
+]
+
 EMAIL_SENDERS = ("acs", "smtp")
 # The Functions host's keys, as the local host reads them; App Service sets WEBSITE_AUTH_ENABLED
 # when App Service Authentication (Easy Auth) fronts the app.
 CONSOLE_KEY_SETTINGS = ("FUNCTIONS_HOST_KEY", "FUNCTIONS_MASTER_KEY")
 EASY_AUTH_SETTING = "WEBSITE_AUTH_ENABLED"
-
-
-class ConfigurationError(PipelineError):
-    """A setting is missing or has a value the app cannot use."""
-
-
-@dataclass(frozen=True)
-class ServiceBusConnectionSettings:
-    connection_string: str | None = None
-    fully_qualified_namespace: str | None = None
-    client_id: str | None = None
-
-
-@dataclass(frozen=True)
-class StorageConnectionSettings:
-    connection_string: str | None = None
-    account_name: str | None = None
-    table_service_uri: str | None = None
-    blob_service_uri: str | None = None
-    queue_service_uri: str | None = None
-    client_id: str | None = None
-
-
-@dataclass(frozen=True)
-class EmailServiceConnectionSettings:
-    """Azure Communication Services: a connection string (``endpoint=…;accesskey=…``, the
-    local stand-in's) or the resource's endpoint, reached with the app's identity."""
-
-    connection_string: str | None = None
-    endpoint: str | None = None
-    client_id: str | None = None
+# Modules of pipelines kept outside the app (comma-separated), added to the app's list.
+PIPELINE_MODULES_SETTING = "PIPELINE_MODULES"
 
 
 @dataclass(frozen=True)
@@ -135,11 +130,15 @@ class Settings:
         )
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, *, pipelines: Iterable[Pipeline]
+    ) -> Settings:
+        """The settings of an app running ``pipelines`` (each one's queue setting is
+        required)."""
         environ = os.environ if environ is None else environ
-        env = _Reader(environ)
+        env = SettingsReader(environ)
         return cls(
-            queues={p.name: env.required(p.queue_setting) for p in registry(environ)},
+            queues={p.name: env.required(p.queue_setting) for p in pipelines},
             service_bus=service_bus_connection(environ=environ),
             storage=storage_connection(environ=environ),
             tax_rate=env.decimal("ORDER_TAX_RATE", "0.25"),
@@ -184,54 +183,20 @@ class Settings:
         )
 
 
-def service_bus_connection(
-    name: str = SERVICE_BUS_CONNECTION, environ: Mapping[str, str] | None = None
-) -> ServiceBusConnectionSettings:
-    """The Service Bus connection ``name``, as a Functions binding reads it: a connection
-    string in ``name`` or ``name__fullyQualifiedNamespace`` (identity-based). Raises
-    ``ConfigurationError`` naming the settings when neither is set."""
-    env = _Reader(os.environ if environ is None else environ)
-    settings = ServiceBusConnectionSettings(
-        connection_string=env.optional(name),
-        fully_qualified_namespace=env.optional(f"{name}__fullyQualifiedNamespace"),
-        client_id=env.optional(f"{name}__clientId"),
+def pipeline_modules(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The modules ``PIPELINE_MODULES`` names: pipelines kept outside the app
+    (``shared.bootstrap.declared``)."""
+    value = SettingsReader(os.environ if environ is None else environ).optional(
+        PIPELINE_MODULES_SETTING
     )
-    if not (settings.connection_string or settings.fully_qualified_namespace):
-        raise ConfigurationError(
-            f"Set {name} (a connection string) or {name}__fullyQualifiedNamespace "
-            "(identity-based, e.g. mynamespace.servicebus.windows.net)."
-        )
-    return settings
-
-
-def storage_connection(
-    name: str = STORAGE_CONNECTION, environ: Mapping[str, str] | None = None
-) -> StorageConnectionSettings:
-    """The storage connection ``name``: a connection string in ``name`` (UseDevelopmentStorage
-    for Azurite) or ``name__accountName`` / ``name__<service>ServiceUri`` (identity-based).
-    Raises ``ConfigurationError`` naming the settings when none is set."""
-    env = _Reader(os.environ if environ is None else environ)
-    settings = StorageConnectionSettings(
-        connection_string=env.optional(name),
-        account_name=env.optional(f"{name}__accountName"),
-        table_service_uri=env.optional(f"{name}__tableServiceUri"),
-        blob_service_uri=env.optional(f"{name}__blobServiceUri"),
-        queue_service_uri=env.optional(f"{name}__queueServiceUri"),
-        client_id=env.optional(f"{name}__clientId"),
-    )
-    if not (settings.connection_string or settings.account_name or settings.table_service_uri):
-        raise ConfigurationError(
-            f"Set {name} (a connection string, UseDevelopmentStorage=true for Azurite), "
-            f"{name}__accountName or {name}__tableServiceUri (identity-based)."
-        )
-    return settings
+    return tuple(name.strip() for name in (value or "").split(",") if name.strip())
 
 
 def console_access(environ: Mapping[str, str] | None = None) -> ConsoleAccessSettings:
     """The console's and the operator API's access rule from the app settings (see
     ``ConsoleAccessSettings``). ``KEY_ROLES``: ``<role>=<SHA-256 hex of a key>`` pairs,
     separated by commas; ``DEFAULT_KEY_ROLE``: a role, or ``none``."""
-    env = _Reader(os.environ if environ is None else environ)
+    env = SettingsReader(os.environ if environ is None else environ)
     keys = frozenset(key for name in CONSOLE_KEY_SETTINGS if (key := env.optional(name)))
     default = env.optional("DEFAULT_KEY_ROLE") or Role.EDITOR.label
     return ConsoleAccessSettings(
@@ -265,7 +230,7 @@ def _role(setting: str, name: str) -> Role:
         raise ConfigurationError(f"{setting}: {error}") from None
 
 
-def _public_base(env: _Reader) -> str | None:
+def _public_base(env: SettingsReader) -> str | None:
     value = env.optional("PUBLIC_BASE_URL")
     if value is None:
         return None
@@ -277,7 +242,7 @@ def _public_base(env: _Reader) -> str | None:
     return value.rstrip("/")
 
 
-def _lifetimes(env: _Reader) -> Lifetimes:
+def _lifetimes(env: SettingsReader) -> Lifetimes:
     """The ``RETENTION_*_DAYS`` settings (0: kept for good); defaults in ``Lifetimes``."""
     d = Lifetimes()
     return Lifetimes(
@@ -291,7 +256,7 @@ def _lifetimes(env: _Reader) -> Lifetimes:
     )
 
 
-def _email_sender(env: _Reader) -> str:
+def _email_sender(env: SettingsReader) -> str:
     sender = (env.optional("EMAIL_SENDER") or "acs").lower()
     if sender not in EMAIL_SENDERS:
         raise ConfigurationError(
@@ -300,7 +265,7 @@ def _email_sender(env: _Reader) -> str:
     return sender
 
 
-def _block_size(env: _Reader) -> int:
+def _block_size(env: SettingsReader) -> int:
     size = env.integer("ORDER_NUMBER_BLOCK_SIZE", 0)
     if size == 1 or size < 0:
         raise ConfigurationError(
@@ -309,74 +274,8 @@ def _block_size(env: _Reader) -> int:
     return size
 
 
-def _circuit_threshold(env: _Reader) -> int:
+def _circuit_threshold(env: SettingsReader) -> int:
     threshold = env.integer("PIPELINE_CIRCUIT_THRESHOLD", DEFAULT_CIRCUIT_THRESHOLD)
     if threshold < 1:
         raise ConfigurationError(f"PIPELINE_CIRCUIT_THRESHOLD must be at least 1, got {threshold}")
     return threshold
-
-
-class _Reader:
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        self._environ = environ
-
-    def optional(self, name: str) -> str | None:
-        value = self._environ.get(name, "").strip()
-        return value or None
-
-    def required(self, name: str) -> str:
-        value = self.optional(name)
-        if value is None:
-            raise ConfigurationError(f"The app setting {name} is required but not set.")
-        return value
-
-    def integer(self, name: str, default: int) -> int:
-        value = self.optional(name)
-        if value is None:
-            return default
-        try:
-            return int(value)
-        except ValueError as error:
-            raise ConfigurationError(f"{name} must be a whole number, got {value!r}") from error
-
-    def number(self, name: str, default: float) -> float:
-        value = self.optional(name)
-        if value is None:
-            return default
-        try:
-            return float(value)
-        except ValueError as error:
-            raise ConfigurationError(f"{name} must be a number, got {value!r}") from error
-
-    def seconds(self, name: str) -> float | None:
-        """A duration in seconds, zero or more; None when not set."""
-        if self.optional(name) is None:
-            return None
-        value = self.number(name, 0.0)
-        if not 0 <= value < float("inf"):
-            raise ConfigurationError(f"{name} must be a number of seconds, 0 or more")
-        return value
-
-    def decimal(self, name: str, default: str) -> Decimal:
-        value = self.optional(name) or default
-        try:
-            result = Decimal(value)
-        except InvalidOperation as error:
-            raise ConfigurationError(f"{name} must be a decimal number, got {value!r}") from error
-        if not result.is_finite() or result < 0:
-            raise ConfigurationError(f"{name} must be zero or more, got {value!r}")
-        return result
-
-    def boolean(self, name: str, default: bool) -> bool:
-        value = self.optional(name)
-        if value is None:
-            return default
-        if value.lower() in ("1", "true", "yes"):
-            return True
-        if value.lower() in ("0", "false", "no"):
-            return False
-        raise ConfigurationError(f"{name} must be true or false, got {value!r}")
-
-    def token_set(self, name: str) -> frozenset[str]:
-        value = self.optional(name) or ""
-        return frozenset(token.strip() for token in value.split(",") if token.strip())
