@@ -243,8 +243,8 @@ class CrashesAfterTheRowWrite:
 KILLED_ARCHIVE_RUN = """
 import json, os, sys
 from shared.bootstrap import Container
-from shared.config import Settings
 from shared.service_layer.dead_letters import archive_dead_letters
+from tests.builders import app_settings
 from shared.service_layer.product_import_tasks import import_product
 
 class DiesAfterTheRowWrite:
