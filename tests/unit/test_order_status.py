@@ -24,7 +24,6 @@ from tests.fakes import (
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterQueue,
     InMemoryOrderProgress,
-    InMemoryReceiptEmails,
     InMemoryResender,
     InMemorySessionActions,
     InMemorySessionOutcomes,
@@ -102,7 +101,7 @@ class Store:
             self.archive,
             InMemoryAuditTrail(),
             self.sessions,
-            InMemoryReceiptEmails(),
+            self.shop.receipt_emails,
         )
         return lookup.status(job_id)
 
@@ -152,6 +151,10 @@ def test_an_order_is_accepted_then_running_at_its_next_step_then_completed() -> 
     done = store.status(order.job_id)
     assert (done.status, done.next_step) == ("completed", None)
     assert (done.order_number, done.total, done.currency) == ("ORD-00000001", "29.95", "EUR")
+    # The repeatable send's record stays as its first attempt wrote it; the completed task
+    # says it went out
+    assert store.shop.receipt_emails.find(order.job_id).status == "sending"  # type: ignore[union-attr]
+    assert done.receipt_email is not None and done.receipt_email.status == "sent"
 
 
 def test_a_failed_order_names_the_task_and_why_and_a_replay_carries_it_to_completion() -> None:
