@@ -1,7 +1,9 @@
 """Orders' acceptances in Table Storage (table ``orderprogress``): PartitionKey =
-``table_key(job id)``, RowKey ``accepted``. Earlier releases also wrote a row ``step-<n>``
-(zero-padded) with the latest outcome of each step; this release reads them and writes none
-(how far an order got is read from its sessions' outcomes: ``shared.service_layer.orders``)."""
+``table_key(job id)``, RowKey ``accepted``; and rows ``step-<n>`` (zero-padded) with the latest
+outcome of a step, which releases before this one wrote for every step and read an order's
+status from. This release writes one, at the order's end, only while such a release runs beside
+it (``ORDER_STEP_ROWS``); how far an order got is read from its sessions' outcomes
+(``shared.service_layer.orders``), and from these rows where there are no outcomes yet."""
 
 from __future__ import annotations
 
@@ -45,6 +47,21 @@ class TableOrderProgress:
     @translated(TABLE_STORAGE)
     def withdraw(self, job_id: str, session_id: str) -> None:
         self._table.delete_entity(table_key(job_id), _ACCEPTED)
+
+    @translated(TABLE_STORAGE)
+    def record(self, job_id: str, outcome: StepOutcome) -> None:
+        entity: dict[str, Any] = {
+            "PartitionKey": table_key(job_id),
+            "RowKey": f"{_STEP}{outcome.step:09d}",
+            "step": outcome.step,
+            "task": outcome.task,
+            "status": outcome.status,
+            "session_id": outcome.session_id,
+            "at": outcome.at,
+        }
+        if outcome.reason:
+            entity["reason"] = outcome.reason
+        self._table.upsert_entity(entity, mode=UpdateMode.REPLACE)
 
     @translated(TABLE_STORAGE)
     def find(self, job_id: str) -> OrderRecord | None:

@@ -20,7 +20,6 @@ from shared.domain.audit import AuditEntry, Change, MessageEdit
 from shared.domain.confirmations import ConfirmationRefused, Selection, digest_of, expiry
 from shared.domain.import_jobs import JobManifest
 from shared.domain.order_status import StepOutcome
-from tests.order_steps import record_step
 
 pytestmark = pytest.mark.integration
 
@@ -105,8 +104,8 @@ def test_the_order_progress_table_reads_back_as_one_record_per_order(table: Tabl
     progress = TableOrderProgress(table)
     for job in ("o/1", "o/2", "o/3"):
         progress.accept(job, f"s-{job}", "t")
-        record_step(table, job, StepOutcome(1, "GenerateOrderNumber", "completed", None, job, "t"))
-    record_step(table, "o/4", StepOutcome(1, "GenerateOrderNumber", "failed", "X", "o/4", "t"))
+        progress.record(job, StepOutcome(1, "GenerateOrderNumber", "completed", None, job, "t"))
+    progress.record("o/4", StepOutcome(1, "GenerateOrderNumber", "failed", "X", "o/4", "t"))
 
     records = progress.records(up_to=10)
 

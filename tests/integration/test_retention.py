@@ -59,7 +59,6 @@ from tests.fakes import (
     InMemoryResender,
     InMemorySessionSeeder,
 )
-from tests.order_steps import record_step
 
 pytestmark = pytest.mark.integration
 
@@ -155,7 +154,7 @@ def _order(
             "failed" if failed and step == steps else "completed"
         )
         outcome = StepOutcome(step, PURCHASE_TASKS[step - 1], status, None, job, at.isoformat())
-        record_step(storage.tables["orderprogress"], job, outcome)
+        progress.record(job, outcome)
     number = TableOrderNumbers(storage.tables["ordernumbers"]).allocate(job)
     TableSimulatedPaymentGateway(storage.tables["simulatedpayments"]).charge(
         idempotency_key=payment_idempotency_key(job),

@@ -13,7 +13,6 @@ from shared.adapters.table_idempotency import TableIdempotencyRecords
 from shared.adapters.table_order_progress import TableOrderProgress
 from shared.domain.idempotency import IdempotencyRecord
 from shared.domain.order_status import StepOutcome
-from tests.order_steps import record_step
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +82,7 @@ def test_a_release_deletes_only_the_record_it_read(table: TableClient) -> None:
     assert records.start(SCOPE, "k", record())[0]
 
 
-def test_order_progress_reads_the_acceptance_and_the_steps_earlier_releases_recorded(
+def test_order_progress_keeps_the_acceptance_and_the_latest_outcome_of_each_step(
     table: TableClient,
 ) -> None:
     progress = TableOrderProgress(table)
@@ -91,9 +90,9 @@ def test_order_progress_reads_the_acceptance_and_the_steps_earlier_releases_reco
     assert progress.find(job) is None
 
     progress.accept(job, job, "t0")
-    record_step(table, job, StepOutcome(3, "ProcessPayment", "failed", "Down", job, "t1"))
-    record_step(table, job, StepOutcome(1, "GenerateOrderNumber", "completed", None, job, "t2"))
-    record_step(table, job, StepOutcome(3, "ProcessPayment", "completed", None, "replay-1", "t3"))
+    progress.record(job, StepOutcome(3, "ProcessPayment", "failed", "Down", job, "t1"))
+    progress.record(job, StepOutcome(1, "GenerateOrderNumber", "completed", None, job, "t2"))
+    progress.record(job, StepOutcome(3, "ProcessPayment", "completed", None, "replay-1", "t3"))
 
     found = progress.find(job)
     assert found is not None

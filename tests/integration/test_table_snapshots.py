@@ -16,7 +16,6 @@ from shared.adapters.table_order_progress import TableOrderProgress
 from shared.adapters.table_snapshots import TableSnapshot
 from shared.domain.archive import REPLAY, RESOLVE, FailedSession, ReplayClaim
 from shared.domain.order_status import StepOutcome
-from tests.order_steps import record_step
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +65,7 @@ def test_order_records_follow_the_orders_written_after_the_first_read(table: Tab
     progress.accept("o/1", "s-1", "t")
     assert [len(r.steps) for r in progress.records(up_to=10)] == [0]
 
-    record_step(table, "o/1", StepOutcome(1, "GenerateOrderNumber", "completed", None, "s-1", "t"))
+    progress.record("o/1", StepOutcome(1, "GenerateOrderNumber", "completed", None, "s-1", "t"))
     progress.accept("o/2", "s-2", "t")
 
     records = {r.job_id: r for r in progress.records(up_to=10)}

@@ -31,6 +31,7 @@ from shared.domain.confirmations import Selection
 from shared.domain.envelope import TaskMessage
 from shared.domain.idempotency import IdempotencyRecord
 from shared.domain.import_jobs import JobManifest
+from shared.domain.order_status import StepOutcome
 from shared.domain.orders import parse_order
 from shared.domain.pauses import ManualPause
 from shared.domain.payments import payment_idempotency_key
@@ -181,6 +182,7 @@ def order_progress(storage: Storage) -> object:
     table = storage.table()
     progress = TableOrderProgress(table)
     progress.accept(JOB, JOB, AT)
+    progress.record(JOB, StepOutcome(3, "ProcessPayment", "failed", "PaymentDeclined", JOB, AT))
     return entities(table)
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Protocol
 
-from ...domain.order_status import OrderRecord
+from ...domain.order_status import OrderRecord, StepOutcome
 from ...domain.payments import Charge
 from ...domain.products import Product
 from ...domain.receipt_emails import ReceiptEmail
@@ -100,9 +100,14 @@ class OrderProgress(Protocol):
         none."""
         ...
 
+    def record(self, job_id: str, outcome: StepOutcome) -> None:
+        """Upsert the outcome of one step as a step row, which releases before this one read
+        an order's status from (``order_end_observer``)."""
+        ...
+
     def find(self, job_id: str) -> OrderRecord | None:
-        """The order's record (its acceptance, and the step rows of earlier releases), or
-        None when it was never accepted."""
+        """The order's record (its acceptance, and its step rows), or None when it was never
+        accepted."""
         ...
 
     def records(self, *, up_to: int) -> list[OrderRecord]:
