@@ -155,17 +155,16 @@ def _storage_client(
     """A connection string's client, or the service's address with the app's identity."""
     counter = StorageRequestCounter(service)
     connection_string = _storage_connection_string(settings)
+    options: dict[str, Any] = {"raw_request_hook": counter}
     if connection_string:
         # the SDKs build ``cls``: a subclass (storage_services) gets itself back
-        client = cast(
-            StorageClient, kind.from_connection_string(connection_string, raw_request_hook=counter)
-        )
+        client = cast(StorageClient, kind.from_connection_string(connection_string, **options))
     else:
-        client = kind(
-            _service_uri(settings, service, explicit_uri),
-            credential=identity_credential(settings.client_id),
-            raw_request_hook=counter,
-        )
+        options["credential"] = identity_credential(settings.client_id)
+        client = kind(_service_uri(settings, service, explicit_uri), **options)
+    if isinstance(client, TableService | BlobService):
+        client.connection_string = connection_string
+        client.client_options = {"raw_request_hook": counter}
     counter.base_path = urlsplit(client.url).path.rstrip("/")
     return client
 

@@ -10,7 +10,9 @@ import pytest
 from azure.data.tables import TableServiceClient
 from azure.storage.blob import BlobServiceClient
 
+from shared.adapters.azure_clients import blob_service, table_service
 from shared.adapters.storage_services import BlobService, TableService
+from shared.config import StorageConnectionSettings
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +44,7 @@ def _requests_while_clients_are_made(send: object, make: object, seconds: float 
 def test_table_clients_made_during_requests_leave_them_alone(
     azurite_connection_string: str,
 ) -> None:
-    tables = TableService.from_connection_string(azurite_connection_string)
+    tables = table_service(StorageConnectionSettings(azurite_connection_string))
     assert isinstance(tables, TableService)
     table = tables.create_table_if_not_exists(f"t{uuid.uuid4().hex[:12]}")
 
@@ -57,7 +59,7 @@ def test_table_clients_made_during_requests_leave_them_alone(
 def test_container_clients_made_during_requests_leave_them_alone(
     azurite_connection_string: str,
 ) -> None:
-    blobs = BlobService.from_connection_string(azurite_connection_string)
+    blobs = blob_service(StorageConnectionSettings(azurite_connection_string))
     assert isinstance(blobs, BlobService)
     container = blobs.create_container(f"c{uuid.uuid4().hex[:12]}")
 
@@ -69,6 +71,17 @@ def test_container_clients_made_during_requests_leave_them_alone(
     assert errors == []
 
 
-def test_the_sdks_own_clients_are_what_the_subclasses_replace() -> None:
+def test_a_table_and_a_container_client_reach_what_the_service_client_reaches(
+    azurite_connection_string: str,
+) -> None:
+    settings = StorageConnectionSettings(azurite_connection_string)
+    tables, blobs = table_service(settings), blob_service(settings)
+    name = f"t{uuid.uuid4().hex[:12]}"
+    tables.create_table(name)
+    tables.get_table_client(name).upsert_entity({"PartitionKey": "p", "RowKey": "r", "n": 1})
+    assert [e["n"] for e in tables.get_table_client(name).list_entities()] == [1]
+    container = blobs.create_container(f"c{uuid.uuid4().hex[:12]}")
+    blobs.get_container_client(container.container_name).upload_blob("b", b"x")
+    assert container.download_blob("b").readall() == b"x"
     assert issubclass(TableService, TableServiceClient)
     assert issubclass(BlobService, BlobServiceClient)
