@@ -50,7 +50,6 @@ from shared.bootstrap.declared import APP_TABLES
 from shared.domain.archive import FailureRecord
 from shared.domain.envelope import TaskMessage
 from shared.domain.idempotency import IdempotencyRecord
-from shared.domain.order_status import StepOutcome
 from shared.domain.payments import payment_idempotency_key
 from shared.domain.pipelines import PURCHASE, PURCHASE_TASKS
 from shared.domain.receipts import Receipt, ReceiptLine
@@ -125,8 +124,6 @@ def write_orders(
             IdempotencyRecord(record.fingerprint, at, {**result, "tasks": list(PURCHASE_TASKS)}),
         )
         progress.accept(job, job, at)
-        for step, task in enumerate(PURCHASE_TASKS, start=1):
-            progress.record(job, StepOutcome(step, task, "completed", None, job, at))
         outcomes.record(SessionOutcome(job, job, PURCHASE, "completed", at))
         charge = payments.charge(
             idempotency_key=payment_idempotency_key(job),

@@ -42,6 +42,9 @@ param replayQueueName string = 'replay-requests'
 @description('What sends the receipts: Azure Communication Services Email (acs: repeatable sends, the app\'s identity) or an SMTP relay (smtp).')
 param emailSender string = 'acs'
 
+@description('ORDER_STEP_ROWS: also record each order\'s end as the step row that releases before it read; true only while such a release runs beside it during a deploy (docs/deploy.md, "The upgrade procedure").')
+param orderStepRows bool = false
+
 @description('Where Communication Services keeps its data at rest (its Email service must share it).')
 param emailDataLocation string = 'United States'
 
@@ -189,6 +192,7 @@ module functionApp 'app/function.bicep' = {
     keyVaultUri: keyVault.outputs.uri
     replayQueueName: replayQueueName
     emailSender: emailSender
+    orderStepRows: orderStepRows
     communicationServicesEndpoint: communication.outputs.endpoint
     smtpHost: smtpHost
     smtpPort: smtpPort

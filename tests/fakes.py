@@ -565,6 +565,13 @@ class InMemorySessionOutcomes:
     def of_pipeline(self, pipeline: str, *, up_to: int) -> list[SessionOutcome]:
         return [o for o in self.outcomes.values() if o.pipeline == pipeline][:up_to]
 
+    def latest_of_pipeline(self, pipeline: str, *, up_to: int) -> dict[str, SessionOutcome]:
+        latest: dict[str, SessionOutcome] = {}
+        for outcome in sorted(self.outcomes.values(), key=lambda o: (o.at, o.session_id)):
+            if outcome.pipeline == pipeline:
+                latest[outcome.job_id] = outcome
+        return {job: latest[job] for job in sorted(latest)[:up_to]}
+
 
 class InMemoryImportManifests:
     def __init__(self) -> None:

@@ -18,6 +18,7 @@ param replayQueueName string
 param dlqArchiveSchedule string = '0 */5 * * * *'
 @allowed(['acs', 'smtp'])
 param emailSender string = 'acs'
+param orderStepRows bool = false
 param communicationServicesEndpoint string
 param smtpHost string
 param smtpPort string
@@ -83,6 +84,8 @@ var appSettings = [
   { name: 'PAYMENT_SIMULATOR_DECLINE_TOKENS', value: '' }
   { name: 'PAYMENT_SIMULATOR_OUTAGE_TOKENS', value: '' }
   { name: 'ORDER_NUMBER_BLOCK_SIZE', value: '0' }
+  // During a deploy over a release that reads orders by their step rows (docs/deploy.md).
+  { name: 'ORDER_STEP_ROWS', value: orderStepRows ? 'true' : 'false' }
   // Empty: each pipeline's declared retry window and backoffs (docs/processor.md).
   { name: 'TASK_RETRY_WINDOW_SECONDS', value: '' }
   { name: 'TASK_RETRY_MIN_BACKOFF_SECONDS', value: '' }

@@ -32,6 +32,7 @@ $settings = [ordered]@{
         PAYMENT_SIMULATOR_DECLINE_TOKENS              = 'tok_declined'
         PAYMENT_SIMULATOR_OUTAGE_TOKENS               = ''
         ORDER_NUMBER_BLOCK_SIZE                       = '0'
+        ORDER_STEP_ROWS                               = 'false'
         TASK_RETRY_WINDOW_SECONDS                     = ''
         TASK_RETRY_MIN_BACKOFF_SECONDS                = ''
         TASK_RETRY_MAX_BACKOFF_SECONDS                = ''

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from azure.core.credentials import TokenCredential
@@ -40,6 +40,7 @@ from ..domain.pipelines.purchase import (
     RECEIPT_EMAILS_TABLE,
 )
 from .storage_requests import StorageRequestCounter
+from .storage_services import BlobService, TableService
 from .table_audit import AUDIT_TABLE
 from .table_confirmations import CONFIRMATIONS_TABLE
 from .table_pipeline_pauses import PIPELINE_PAUSES_TABLE
@@ -109,7 +110,7 @@ def azurite_connection_string(
 
 
 def table_service(settings: StorageConnectionSettings) -> TableServiceClient:
-    return _storage_client(TableServiceClient, "table", settings.table_service_uri, settings)
+    return _storage_client(TableService, "table", settings.table_service_uri, settings)
 
 
 def table_transactions(
@@ -135,14 +136,14 @@ def table_transactions(
 
 
 def blob_service(settings: StorageConnectionSettings) -> BlobServiceClient:
-    return _storage_client(BlobServiceClient, "blob", settings.blob_service_uri, settings)
+    return _storage_client(BlobService, "blob", settings.blob_service_uri, settings)
 
 
 def queue_service(settings: StorageConnectionSettings) -> QueueServiceClient:
     return _storage_client(QueueServiceClient, "queue", settings.queue_service_uri, settings)
 
 
-StorageClient = TypeVar("StorageClient", TableServiceClient, BlobServiceClient, QueueServiceClient)
+StorageClient = TypeVar("StorageClient", TableService, BlobService, QueueServiceClient)
 
 
 def _storage_client(
@@ -154,14 +155,16 @@ def _storage_client(
     """A connection string's client, or the service's address with the app's identity."""
     counter = StorageRequestCounter(service)
     connection_string = _storage_connection_string(settings)
+    options: dict[str, Any] = {"raw_request_hook": counter}
     if connection_string:
-        client = kind.from_connection_string(connection_string, raw_request_hook=counter)
+        # the SDKs build ``cls``: a subclass (storage_services) gets itself back
+        client = cast(StorageClient, kind.from_connection_string(connection_string, **options))
     else:
-        client = kind(
-            _service_uri(settings, service, explicit_uri),
-            credential=identity_credential(settings.client_id),
-            raw_request_hook=counter,
-        )
+        options["credential"] = identity_credential(settings.client_id)
+        client = kind(_service_uri(settings, service, explicit_uri), **options)
+    if isinstance(client, TableService | BlobService):
+        client.connection_string = connection_string
+        client.client_options = {"raw_request_hook": counter}
     counter.base_path = urlsplit(client.url).path.rstrip("/")
     return client
 

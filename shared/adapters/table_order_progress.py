@@ -1,6 +1,9 @@
-"""Orders' progress in Table Storage (table ``orderprogress``): PartitionKey =
-``table_key(job id)``; RowKey ``accepted`` for the acceptance and ``step-<n>`` (zero-padded) for
-the latest outcome of each step, which a redelivery or a replay of the step overwrites."""
+"""Orders' acceptances in Table Storage (table ``orderprogress``): PartitionKey =
+``table_key(job id)``, RowKey ``accepted``; and rows ``step-<n>`` (zero-padded) with the latest
+outcome of a step, which releases before this one wrote for every step and read an order's
+status from. This release writes one, at the order's end, only while such a release runs beside
+it (``ORDER_STEP_ROWS``); how far an order got is read from its sessions' outcomes
+(``shared.service_layer.orders``), and from these rows where there are no outcomes yet."""
 
 from __future__ import annotations
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from typing import Any
 
 from ..domain.archive import REPLAYED
 from ..domain.import_jobs import import_job_status
-from ..domain.order_status import order_status
+from ..domain.order_status import OrderRecord, order_status
 from ..domain.payments import payment_idempotency_key
 from ..domain.pipelines import PURCHASE_TASKS
 from ..domain.retention import Keep
@@ -139,10 +138,11 @@ class TableRetention(TableDeletes):
     def _purge_orders(
         self, before: str, keep: Keep, until: float, deleted: Counts, seen: set[str]
     ) -> bool:
-        """Orders that completed or failed, their last step before ``before``: the charge,
+        """Orders that completed or failed (as their latest session ended, or the steps an
+        earlier release recorded tell), nothing recorded of them since ``before``: the charge,
         the receipt, the order number's allocation, the outcomes, then the progress. The
-        orders with a step recorded before ``before`` are found first (only their keys are
-        read), then each one's rows; ``PARALLEL_JOBS`` orders are purged at a time."""
+        orders accepted before ``before`` are found first (only their keys are read), then
+        each one's rows; ``PARALLEL_JOBS`` orders are purged at a time."""
         progress = self._tables[ORDER_PROGRESS_TABLE]
         old = progress.query_entities(
             "at lt @before", parameters={"before": before}, select=["PartitionKey"]
@@ -156,10 +156,13 @@ class TableRetention(TableDeletes):
             if not rows:
                 continue
             record = order_record(partition, sorted(rows, key=lambda r: str(r["RowKey"])))
-            status = order_status(
-                record, PURCHASE_TASKS, order_number=None, charged=None, failure=None, claim=None
-            ).status
-            last = max(str(row.get("at") or "") for row in rows)
+            ended = list(
+                self._tables[SESSION_OUTCOMES_TABLE].query_entities(
+                    "PartitionKey eq @pk", parameters={"pk": partition}
+                )
+            )
+            status = _order_status(record, ended)
+            last = max(str(row.get("at") or "") for row in [*rows, *ended])
             if (
                 status in ("completed", "failed")
                 and last < before
@@ -219,7 +222,7 @@ class TableRetention(TableDeletes):
             seen.add(str(entity["PartitionKey"]))
             manifest = manifest_of(entity)
             stamp = entity.metadata.get("timestamp")
-            saved = _iso(stamp) if stamp is not None else ""
+            saved = stamp.isoformat() if stamp is not None else ""
             if saved >= before or manifest.job_id in keep.jobs:
                 continue
             counts = progress.counts(manifest.job_id)
@@ -283,5 +286,10 @@ def _import_rows(job_id: str) -> dict[str, str]:
     return {"legacy": table_key(job_id), "low": prefix, "high": prefix[:-1] + chr(ord("~") + 1)}
 
 
-def _iso(moment: datetime) -> str:
-    return moment.isoformat()
+def _order_status(record: OrderRecord, ended: list[Any]) -> str:
+    """Where an order stands by how its latest session ended, else by its recorded steps."""
+    latest: Any = max(ended, key=lambda row: (str(row.get("at")), row["RowKey"]), default={})
+    if latest.get("status") in ("completed", "failed"):
+        return str(latest["status"])
+    none: Any = {"order_number": None, "charged": None, "failure": None, "claim": None}
+    return order_status(record, PURCHASE_TASKS, **none).status

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from itertools import islice
 from typing import Any, cast
 
@@ -20,6 +21,7 @@ from azure.data.tables import TableClient, UpdateMode
 from ..domain.session_outcomes import ACCEPTED, SessionOutcome, SessionStatus
 from .azure_errors import TABLE_STORAGE, translated
 from .table_keys import table_key
+from .table_snapshots import TableSnapshot
 
 SESSION_OUTCOMES_TABLE = "sessionoutcomes"
 
@@ -29,6 +31,10 @@ class TableSessionOutcomes:
 
     def __init__(self, table: TableClient) -> None:
         self._table = table
+        # By pipeline: the snapshot latest_of_pipeline reads, and each job's latest session.
+        self._snapshots: dict[str, TableSnapshot] = {}
+        self._latest: dict[str, dict[str, SessionOutcome]] = {}
+        self._reading = threading.Lock()
 
     @translated(TABLE_STORAGE)
     def record(self, outcome: SessionOutcome) -> None:
@@ -76,6 +82,30 @@ class TableSessionOutcomes:
             "pipeline eq @pipeline", parameters={"pipeline": pipeline}, results_per_page=1000
         )
         return [_outcome(entity) for entity in islice(entities, up_to)]
+
+    @translated(TABLE_STORAGE)
+    def latest_of_pipeline(self, pipeline: str, *, up_to: int) -> dict[str, SessionOutcome]:
+        """Read whole once, then only the rows written since (``TableSnapshot``), for the jobs
+        with the ``up_to`` smallest keys."""
+        with self._reading:
+            snapshot = self._snapshots.get(pipeline)
+            if snapshot is None or snapshot.limit < up_to:
+                snapshot = self._snapshots[pipeline] = TableSnapshot(
+                    self._table,
+                    where="pipeline eq @pipeline",
+                    parameters={"pipeline": pipeline},
+                    partitions=up_to,
+                )
+                self._latest[pipeline] = {}
+            latest = self._latest[pipeline]
+            with snapshot.refreshed() as (partitions, changed):
+                for partition in changed:
+                    sessions = [_outcome(row) for row in partitions[partition].values()]
+                    latest[partition] = max(sessions, key=lambda o: (o.at, o.session_id))
+                for gone in latest.keys() - partitions.keys():
+                    del latest[gone]
+                kept = sorted(latest)[:up_to]
+            return {latest[key].job_id: latest[key] for key in kept}
 
 
 def _entity(outcome: SessionOutcome) -> dict[str, Any]:

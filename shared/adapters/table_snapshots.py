@@ -85,7 +85,7 @@ class TableSnapshot:
             # Read whole: purged rows leave (cleared in place: refreshed() hands this dict out).
             self._partitions.clear()
             self._last_read = None
-        clauses = [f"({self._where})"] if self._where else []
+        clauses = [f"( {self._where} )"] if self._where else []  # spaced: a parameter may end it
         parameters = dict(self._parameters)
         if self._last_read is not None:
             clauses.append("Timestamp ge @snapshot_since")

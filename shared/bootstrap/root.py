@@ -188,6 +188,7 @@ class Container:
             c.import_progress,
             runs=c.timer_runs,
             rules=c.settings.alerts,
+            sessions=c.session_outcomes,
         )
     )
     replay_progress: Part[Progress] = Part(lambda c: Progress(c.session_outcomes))

@@ -107,6 +107,9 @@ class Settings:
     email_service: EmailServiceConnectionSettings = field(
         default_factory=EmailServiceConnectionSettings
     )
+    # Also record each order's end as a step row, which releases before this one read its
+    # status from: on while their instances run beside this one's during a deploy.
+    order_step_rows: bool = False
     # A fault-injection point for the crash tests, off unless set: a folder in which an
     # instance that finds its process armed holds each receipt after sending it and before
     # anything records it (shared.bootstrap.faults).
@@ -170,6 +173,7 @@ class Settings:
                 client_id=env.optional(f"{EMAIL_CONNECTION}__clientId"),
             ),
             fault_hold_after_receipt_sent=env.optional("FAULT_HOLD_AFTER_RECEIPT_SENT"),
+            order_step_rows=env.boolean("ORDER_STEP_ROWS", False),
             public_base_url=_public_base(env),
             retention=_lifetimes(env),
             purge_max_seconds=env.number("PURGE_MAX_SECONDS", 240.0),

@@ -1,8 +1,15 @@
 """Where an order stands, from what was recorded of it: accepted, running at a step,
-completed, failed (at which task, why), or replayed as a new session."""
+completed, failed (at which task, why), or replayed as a new session.
+
+What is recorded: the order's acceptance, how each of its sessions ended (the session
+outcomes: completed, or failed with the failure record the processor journals: the task, the
+step, the reason), and the effects its tasks leave (an order number, a charge, a receipt
+e-mail's record), which tell how far a session that has not ended got. Orders accepted by
+earlier releases also have a row per step (``OrderRecord.steps``), which is read as well."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Literal
@@ -12,6 +19,7 @@ from .errors import NotFound
 from .history import ReplayOutcome
 from .reasons import SESSION_FAILED
 from .receipt_emails import ReceiptEmail
+from .session_outcomes import SessionOutcome
 
 COMPLETED: Literal["completed"] = "completed"
 FAILED: Literal["failed"] = "failed"
@@ -34,7 +42,50 @@ class OrderRecord:
     job_id: str
     session_id: str | None  # None when the acceptance was not recorded (only steps were)
     accepted_at: str | None
-    steps: tuple[StepOutcome, ...] = ()
+    steps: tuple[StepOutcome, ...] = ()  # one per step, as earlier releases recorded them
+
+
+def known_steps(
+    record: OrderRecord,
+    tasks: tuple[str, ...],
+    sessions: Sequence[SessionOutcome] = (),
+    failures: Mapping[str, FailureRecord] | None = None,
+    *,
+    done_by_effects: int = 0,
+) -> OrderRecord:
+    """``record`` with the latest outcome of each step that its sessions tell, in the order
+    they ended: a completed session completed every step; a failed one completed the steps
+    before the one its failure record (``failures``, by session id) names and failed that one
+    (without a record: the first step not completed, with the session's reason). Steps up to
+    ``done_by_effects`` (what the tasks' effects show done, in sessions that have not ended)
+    count as completed when nothing else is known of them. Step rows of earlier releases
+    are the start; what the sessions tell overrides them."""
+    steps = {outcome.step: outcome for outcome in record.steps}
+    session_id = record.session_id or record.job_id
+    for step in range(1, min(done_by_effects, len(tasks)) + 1):
+        if step not in steps:
+            steps[step] = StepOutcome(step, tasks[step - 1], COMPLETED, None, session_id, "")
+    for ended in sorted(sessions, key=lambda s: s.at):
+        if ended.status == COMPLETED:
+            last = len(tasks) + 1
+        elif ended.status == FAILED:
+            failure = (failures or {}).get(ended.session_id)
+            if failure is not None and failure.step:
+                last = min(failure.step, len(tasks))
+            else:
+                done = {s for s, o in steps.items() if o.status == COMPLETED}
+                last = next((s for s in range(1, len(tasks) + 1) if s not in done), len(tasks))
+            reason = failure.reason if failure is not None else ended.reason
+            steps[last] = StepOutcome(
+                last, tasks[last - 1], FAILED, reason, ended.session_id, ended.at
+            )
+        else:
+            continue
+        for step in range(1, last):
+            steps[step] = StepOutcome(
+                step, tasks[step - 1], COMPLETED, None, ended.session_id, ended.at
+            )
+    return replace(record, steps=tuple(steps[step] for step in sorted(steps)))
 
 
 @dataclass(frozen=True)

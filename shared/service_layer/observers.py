@@ -1,7 +1,8 @@
 """What the processors tell about each message they settle, recorded for the status routes:
-the outcome of each import row (GET /api/imports/{job_id}) and of each order step
-(GET /api/orders/{job_id}). Each observer runs before the message is settled, so an outcome is
-recorded before it is final, and re-recorded (an upsert) when the message comes again."""
+the outcome of each import row (GET /api/imports/{job_id}), and, while a release before this
+one runs beside it, the end of each order as the step row that release reads its status from.
+Each observer runs before the message is settled, so an outcome is recorded before it is final,
+and re-recorded (an upsert) when the message comes again."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 
 from ..domain.envelope import TaskMessage
 from ..domain.order_status import COMPLETED, FAILED, StepOutcome
+from ..domain.reasons import SESSION_FAILED
 from .clock import Clock, utc_now
 from .ports import ImportProgress, OrderProgress, RowOutcome
 from .session_messages import IncomingMessage, Observer, Outcome, Told
@@ -137,27 +139,36 @@ def _seen(told: Sequence[Told]) -> list[Observed]:
     return seen
 
 
-def order_progress_observer(progress: OrderProgress, *, clock: Clock = utc_now) -> Observer:
-    """Records the latest outcome of each step of an order, under its job id (a replay keeps
-    the job id, so its steps overwrite the failed ones). A message that names no step cannot
-    be placed and is left out."""
+def order_end_observer(
+    progress: OrderProgress, *, last_step: int, clock: Clock = utc_now
+) -> Observer:
+    """Records an order's end as the one step row a release before this one needs to read
+    its status: the failed step (dead-lettered for its own reason, not ``SessionFailed``), or
+    the last step completed. One write an order; the steps between are not recorded."""
 
-    def record(seen: Observed) -> None:
-        if seen.step is None:
-            return
-        progress.record(
-            seen.job_id,
-            StepOutcome(
-                step=seen.step,
-                task=seen.task or "",
-                status=COMPLETED if seen.completed else FAILED,
-                reason=seen.reason,
-                session_id=seen.incoming.session_id,
-                at=clock().isoformat(),
-            ),
-        )
+    def observe(
+        incoming: IncomingMessage,
+        message: TaskMessage | None,
+        outcome: Outcome,
+        reason: str | None,
+    ) -> None:
+        failed = outcome is Outcome.DEAD_LETTERED and reason != SESSION_FAILED
+        for seen in _seen([(incoming, message, outcome, reason)]):
+            if seen.step is None or not (failed or (seen.completed and seen.step == last_step)):
+                continue
+            progress.record(
+                seen.job_id,
+                StepOutcome(
+                    step=seen.step,
+                    task=seen.task or "",
+                    status=COMPLETED if seen.completed else FAILED,
+                    reason=seen.reason,
+                    session_id=seen.incoming.session_id,
+                    at=clock().isoformat(),
+                ),
+            )
 
-    return _observer(record)
+    return observe
 
 
 def _observer(record: Callable[[Observed], None]) -> Observer:

@@ -23,14 +23,21 @@ from ..domain.errors import PipelineError
 from ..domain.import_jobs import ImportJobStatus, import_job_status
 from ..domain.order_status import OrderRecord, order_status
 from ..domain.pauses import Paused
-from ..domain.pipelines import PURCHASE_TASKS
+from ..domain.pipelines import PURCHASE, PURCHASE_TASKS
 from ..domain.retention import iso
+from ..domain.session_outcomes import ACCEPTED, SessionOutcome
 from .alerts import ARCHIVE_TIMER, current_alerts
 from .circuits import Gates
 from .clock import utc_now
 from .failed_sessions import FailureGroup, group_by_status
 from .operator_ports import DeadLetterCounter, TimerRuns
-from .ports import DeadLetterArchive, ImportManifests, ImportProgress, OrderProgress
+from .ports import (
+    DeadLetterArchive,
+    ImportManifests,
+    ImportProgress,
+    OrderProgress,
+    SessionOutcomes,
+)
 
 WAITING_COUNT_MAX = 1000  # past this the page says "1000+": counting costs a peek per 250
 ORDERS_COUNTED_MAX = 2000  # orders read per overview; past this the counts say "2000+"
@@ -81,6 +88,7 @@ class Sources:
     manifests: ImportManifests
     imports: ImportProgress
     runs: TimerRuns | None = None  # the archive timer's runs, for the alerts
+    sessions: SessionOutcomes | None = None  # how the orders' sessions ended
     rules: AlertRules = field(default_factory=AlertRules)
 
 
@@ -107,7 +115,7 @@ def overview(
     with ThreadPoolExecutor(max_workers=5 + len(counted), thread_name_prefix="overview") as pool:
         recent = pool.submit(sources.archive.count_failed_since, iso(now - window))
         archive_run = pool.submit(sources.runs.find, ARCHIVE_TIMER) if sources.runs else None
-        orders = pool.submit(count_orders, sources.orders)
+        orders = pool.submit(count_orders, sources.orders, sources.sessions)
         imports = pool.submit(imports_in_progress, sources.manifests, sources.imports)
         by_status = pool.submit(group_by_status, sources.archive)
         waiting_of = {
@@ -174,11 +182,14 @@ def _sessions(groups: dict[str, list[FailureGroup]] | None, status: str) -> int 
     return sum(g.sessions for g in groups.get(status, []))
 
 
-def count_orders(progress: OrderProgress) -> Orders:
-    """Orders by where they stand, from their recorded steps (``order_status``): a replayed
-    order whose replay completed counts as completed."""
+def count_orders(progress: OrderProgress, sessions: SessionOutcomes | None = None) -> Orders:
+    """Orders by where they stand: an order whose latest session ended completed or failed
+    counts as such (a replayed order whose replay completed counts as completed), one whose
+    session has not ended is in flight; an order of an earlier release that recorded its
+    steps and no outcome yet counts by its steps (``order_status``)."""
     records = progress.records(up_to=ORDERS_COUNTED_MAX)
-    statuses = Counter(_status_of(record) for record in records)
+    ended = sessions.latest_of_pipeline(PURCHASE, up_to=ORDERS_COUNTED_MAX) if sessions else {}
+    statuses = Counter(_status_of(record, ended.get(record.job_id)) for record in records)
     return Orders(
         in_flight=statuses["accepted"] + statuses["running"],
         completed=statuses["completed"],
@@ -187,8 +198,14 @@ def count_orders(progress: OrderProgress) -> Orders:
     )
 
 
+def _status_of(record: OrderRecord, latest: SessionOutcome | None) -> str:
+    if latest is not None and latest.status != ACCEPTED:
+        return latest.status
+    return _status_of_steps(record)
+
+
 @functools.lru_cache(maxsize=2 * ORDERS_COUNTED_MAX)
-def _status_of(record: OrderRecord) -> str:
+def _status_of_steps(record: OrderRecord) -> str:
     """Where an order stands from its steps alone. Kept per record: the overview counts the
     same records every few seconds (the console refreshes), and most have not changed."""
     return order_status(

@@ -19,13 +19,14 @@ from ..domain.pipelines import (
     GENERATE_ORDER_NUMBER,
     GENERATE_RECEIPT,
     PROCESS_PAYMENT,
+    PURCHASE_TASKS,
     SEND_RECEIPT_EMAIL,
 )
 from ..domain.pricing import calculate_totals
 from ..domain.receipt_emails import SENT
 from ..domain.receipts import Receipt, ReceiptLine
 from .clock import Clock, utc_now
-from .observers import order_progress_observer
+from .observers import order_end_observer
 from .ports import (
     Attachment,
     Email,
@@ -77,9 +78,13 @@ def build_tasks(
     )
 
 
-def build_observer(order_progress: OrderProgress) -> Observer:
-    """Each order step's outcome, for ``GET /api/orders/{job_id}``."""
-    return order_progress_observer(order_progress)
+def build_observer(order_progress: OrderProgress, settings: Settings) -> Observer | None:
+    """With ``ORDER_STEP_ROWS``, each order's end as the step row that releases before this
+    one read (docs/deploy.md, "Upgrading"); else none: ``GET /api/orders/{job_id}`` reads the
+    sessions' outcomes."""
+    if not settings.order_step_rows:
+        return None
+    return order_end_observer(order_progress, last_step=len(PURCHASE_TASKS))
 
 
 def purchase_tasks(deps: PurchaseDependencies) -> dict[str, Task]:

@@ -78,9 +78,14 @@ class ReceiptMailer:
             raise
         if self.after_send is not None:
             self.after_send(job_id)
-        return self.records.save(
-            replace(record, status=SENT, operation_id=operation_id, detail=None)
-        )
+        sent = replace(record, status=SENT, operation_id=operation_id, detail=None)
+        if self.sender.repeatable and record.attempts == 1:
+            # The first attempt of a repeatable request: the record stays ``sending``, and the
+            # task's completion tells that it was sent (``OrderLookup``). An attempt that
+            # finds the record (a redelivery, a retry, a replay) repeats the request, and
+            # writes ``sent`` when the service answers.
+            return sent
+        return self.records.save(sent)
 
     def _attempt(self, job_id: str, step: int, email: Email) -> ReceiptEmail:
         """The record this attempt sends under, written before it sends (or the settled

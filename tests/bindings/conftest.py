@@ -42,6 +42,7 @@ from tests.fakes import (
     InMemoryOrderNumbers,
     InMemoryOrderProgress,
     InMemoryResender,
+    InMemorySessionOutcomes,
     InMemorySessionSeeder,
     InMemoryTaskSender,
 )
@@ -313,6 +314,7 @@ def storage_app(azurite_connection_string: str) -> Iterator[StorageApp]:
         pipeline_pauses=TablePipelinePauses(pauses),
         timer_runs=TableTimerRuns(runs),
         order_progress=InMemoryOrderProgress(),
+        session_outcomes=InMemorySessionOutcomes(),
         import_progress=InMemoryImportProgress(),
         import_manifests=InMemoryImportManifests(),
         order_numbers=InMemoryOrderNumbers(),

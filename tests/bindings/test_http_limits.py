@@ -26,6 +26,7 @@ from tests.fakes import (
     InMemoryOrderNumbers,
     InMemoryPaymentGateway,
     InMemoryReceiptEmails,
+    InMemorySessionOutcomes,
 )
 
 from .conftest import StorageApp, Twins
@@ -81,6 +82,7 @@ def shop(twins: Twins) -> Iterator[Twins]:
         payments=InMemoryPaymentGateway(),
         archive=InMemoryDeadLetterArchive(),
         receipt_emails=InMemoryReceiptEmails(),
+        session_outcomes=InMemorySessionOutcomes(),
     )
     yield twins
 

@@ -13,7 +13,6 @@ from shared.adapters.servicebus_dead_letters import ServiceBusResender
 from shared.adapters.table_order_progress import TableOrderProgress
 from shared.adapters.table_products import TableProductCatalog
 from shared.domain.errors import ServiceUnavailable
-from shared.domain.order_status import StepOutcome
 from shared.service_layer.ports import OutgoingMessage
 from tests.outages import unreachable_service_bus, unreachable_tables
 
@@ -47,10 +46,9 @@ def test_a_queue_that_does_not_exist_is_a_configuration_error_left_as_it_is(
 
 def test_a_request_the_service_refuses_is_left_as_it_is(table: TableClient) -> None:
     progress = TableOrderProgress(table)
-    outcome = StepOutcome(1, "T" * 40_000, "completed", None, "s", "t")  # over 64 KiB
 
     with pytest.raises(HttpResponseError) as error:
-        progress.record("job", outcome)
+        progress.accept("job", "s" * 40_000, "t")  # a property over 64 KiB
 
     assert not isinstance(error.value, ServiceUnavailable)
     assert error.value.status_code is not None and error.value.status_code < 500

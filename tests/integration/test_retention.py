@@ -134,18 +134,27 @@ def _purchase_letters(session: str, at: datetime, *, big: bool = False) -> list[
     return letters
 
 
-def _order(storage: Storage, job: str, at: datetime, *, steps: int, failed: bool = False) -> str:
-    """An order's records as its tasks leave them: accepted, ``steps`` steps recorded (the last
-    failed when ``failed``), charged at step 3, an order number and a receipt."""
+def _order(
+    storage: Storage,
+    job: str,
+    at: datetime,
+    *,
+    steps: int,
+    failed: bool = False,
+    earlier_release: bool = False,
+) -> str:
+    """An order's records as its tasks leave them: accepted, charged at step 3, an order
+    number and a receipt, and when its session ended (``steps`` all of them, or ``failed``)
+    its outcome; run by an earlier release (``earlier_release``), a row per step recorded (the
+    last failed when ``failed``) and no outcome."""
     progress = TableOrderProgress(storage.tables["orderprogress"])
     progress.accept(job, job, at.isoformat())
-    for step in range(1, steps + 1):
+    for step in range(1, steps + 1 if earlier_release else 1):
         status: Literal["completed", "failed"] = (
             "failed" if failed and step == steps else "completed"
         )
-        progress.record(
-            job, StepOutcome(step, PURCHASE_TASKS[step - 1], status, None, job, at.isoformat())
-        )
+        outcome = StepOutcome(step, PURCHASE_TASKS[step - 1], status, None, job, at.isoformat())
+        progress.record(job, outcome)
     number = TableOrderNumbers(storage.tables["ordernumbers"]).allocate(job)
     TableSimulatedPaymentGateway(storage.tables["simulatedpayments"]).charge(
         idempotency_key=payment_idempotency_key(job),
@@ -154,7 +163,7 @@ def _order(storage: Storage, job: str, at: datetime, *, steps: int, failed: bool
         currency="EUR",
     )
     BlobReceiptStore(storage.containers["receipts"]).save(number, b"%PDF-1.4 receipt")
-    if steps == len(PURCHASE_TASKS) or failed:
+    if (steps == len(PURCHASE_TASKS) or failed) and not earlier_release:
         TableSessionOutcomes(storage.tables["sessionoutcomes"]).record(
             SessionOutcome(
                 job, job, "purchase", "failed" if failed else "completed", at.isoformat()
@@ -177,6 +186,9 @@ def test_one_purge_deletes_exactly_the_expired_records_and_a_kept_session_still_
     # long ago at ProcessPayment and that nobody acted on (kept whole for its replay).
     done_old = _order(storage, "order-done-old", expired("jobs"), steps=5)
     _order(storage, "order-done-new", kept("jobs"), steps=5)
+    done_earlier = _order(
+        storage, "order-earlier-old", expired("jobs"), steps=5, earlier_release=True
+    )
     _order(storage, "order-running-old", expired("jobs"), steps=2)
     failed_number = _order(storage, "job-failed-old", expired("jobs"), steps=3, failed=True)
     # The processor's failure record of that order's session (its job is job-<session>).
@@ -296,11 +308,11 @@ def test_one_purge_deletes_exactly_the_expired_records_and_a_kept_session_still_
             *map(_blob_prefix, ("replayed-old", "resolved-old")),
             column=1,
         ),
-        "orderprogress": where("orderprogress", "order-done-old"),
+        "orderprogress": where("orderprogress", "order-done-old", "order-earlier-old"),
         "sessionoutcomes": where("sessionoutcomes", "order-done-old", "onb-old"),
-        "simulatedpayments": where("simulatedpayments", "order-done-old"),
-        "ordernumbers": where("ordernumbers", "order-done-old", column=1),
-        "receipts": {("", f"{done_old}.pdf")},
+        "simulatedpayments": where("simulatedpayments", "order-done-old", "order-earlier-old"),
+        "ordernumbers": where("ordernumbers", "order-done-old", "order-earlier-old", column=1),
+        "receipts": {("", f"{done_old}.pdf"), ("", f"{done_earlier}.pdf")},
         "importjobs": where("importjobs", "import-done"),
         "importprogress": where("importprogress", "import-done"),
         "idempotencykeys": where("idempotencykeys", "key-1", column=1),

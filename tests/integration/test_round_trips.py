@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from azure.data.tables import TableServiceClient
 from azure.servicebus import ServiceBusClient
 from azure.storage.blob import BlobServiceClient
 
+from localdev.email_http import RunningEmailService, run_email_service
+from shared.adapters.acs_email import AcsEmailSender, email_client
 from shared.adapters.azure_clients import (
     DEAD_LETTER_BODIES_CONTAINER,
     DEAD_LETTERS_TABLE,
@@ -35,6 +38,7 @@ from shared.adapters.table_order_numbers import TableOrderNumbers
 from shared.adapters.table_products import TableProductCatalog
 from shared.adapters.table_receipt_emails import RECEIPT_EMAILS_TABLE, TableReceiptEmails
 from shared.bootstrap.declared import APP_TABLES
+from shared.config import EmailServiceConnectionSettings
 from shared.domain.envelope import TaskMessage
 from shared.domain.orders import parse_order
 from shared.domain.pipelines import (
@@ -52,7 +56,6 @@ from shared.service_layer.purchase_tasks import PurchaseDependencies, purchase_t
 from shared.service_layer.receipt_mailer import ReceiptMailer
 from tests.builders import PIPELINES, order_document
 
-from .conftest import SmtpInbox
 from .servicebus import SessionRunner, send_tasks
 
 pytestmark = pytest.mark.integration
@@ -115,12 +118,19 @@ def documented() -> dict[str, tuple[int, int]]:
     return {label.strip(): (int(sb), int(storage)) for label, sb, storage in rows}
 
 
+@pytest.fixture
+def email_service() -> Iterator[RunningEmailService]:
+    """The local Azure Communication Services Email (the receipts' sender in Azure)."""
+    with run_email_service() as running:
+        yield running
+
+
 def test_each_task_message_costs_the_round_trips_the_processor_doc_lists(
     azurite_connection_string: str,
     servicebus_client: ServiceBusClient,
     session_runner: SessionRunner,
     session_queue: str,
-    smtp_inbox: SmtpInbox,
+    email_service: RunningEmailService,
 ) -> None:
     storage = StorageRequests()
     tables = TableServiceClient.from_connection_string(
@@ -162,7 +172,15 @@ def test_each_task_message_costs_the_round_trips_the_processor_doc_lists(
                     renderer=ReportLabReceiptRenderer(),
                     mailer=ReceiptMailer(
                         TableReceiptEmails(tables.get_table_client(RECEIPT_EMAILS_TABLE)),
-                        smtp_inbox.sender(),
+                        AcsEmailSender(
+                            email_client(
+                                EmailServiceConnectionSettings(
+                                    connection_string=email_service.connection_string
+                                )
+                            ),
+                            sender="DoNotReply@shop.example",
+                            endpoint=email_service.endpoint,
+                        ),
                     ),
                     tax_rate=Decimal("0.25"),
                     shipping_fee=Decimal("4.95"),
@@ -210,5 +228,5 @@ def test_each_task_message_costs_the_round_trips_the_processor_doc_lists(
         "the last task of a failed purchase": declined[4],
     }
     assert declined[:2] == paid[:2]
-    assert len(smtp_inbox.messages) == 1  # the paid order's receipt, nothing for the other
+    assert len(email_service.received()) == 1  # the paid order's receipt, nothing for the other
     assert measured == documented()

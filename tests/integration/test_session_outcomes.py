@@ -40,3 +40,26 @@ def test_accepting_a_session_never_overwrites_its_end(table: TableClient) -> Non
 
     assert outcomes.find("job-1", "s-1") == ended
     assert [o.status for o in outcomes.of_job("job-2")] == ["accepted"]
+
+
+def test_the_latest_session_of_each_job_of_a_pipeline_follows_what_is_written_since(
+    table: TableClient,
+) -> None:
+    outcomes = TableSessionOutcomes(table)
+    outcomes.record(SessionOutcome("o/1", "o/1", "purchase", "failed", "2026-11-23T12:00", "X"))
+    outcomes.record(SessionOutcome("o/2", "o/2", "purchase", "completed", "2026-11-23T12:00"))
+    outcomes.record(SessionOutcome("i/1", "i/1", "product_import", "completed", "2026-11-23"))
+    first = outcomes.latest_of_pipeline("purchase", up_to=10)
+    assert {job: o.status for job, o in first.items()} == {"o/1": "failed", "o/2": "completed"}
+
+    # a replay of o/1 completes; a new order fails
+    outcomes.record(SessionOutcome("o/1", "o/1~r", "purchase", "completed", "2026-11-23T12:05"))
+    outcomes.record(SessionOutcome("o/3", "o/3", "purchase", "failed", "2026-11-23T12:06", "Y"))
+
+    latest = outcomes.latest_of_pipeline("purchase", up_to=10)
+    assert {job: (o.session_id, o.status) for job, o in latest.items()} == {
+        "o/1": ("o/1~r", "completed"),
+        "o/2": ("o/2", "completed"),
+        "o/3": ("o/3", "failed"),
+    }
+    assert list(outcomes.latest_of_pipeline("purchase", up_to=2)) == ["o/1", "o/2"]

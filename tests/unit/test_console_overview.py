@@ -12,7 +12,8 @@ from shared.domain.errors import ServiceUnavailable
 from shared.domain.import_jobs import JobManifest
 from shared.domain.order_status import OrderRecord, StepOutcome
 from shared.domain.pauses import ManualPause
-from shared.domain.pipelines import PURCHASE_TASKS
+from shared.domain.pipelines import PURCHASE, PURCHASE_TASKS
+from shared.domain.session_outcomes import COMPLETED, FAILED, SessionOutcome
 from shared.service_layer.circuits import Circuit, Gates, PipelineGate
 from shared.service_layer.overview import WAITING_COUNT_MAX, Sources, overview
 from tests.fakes import (
@@ -23,6 +24,7 @@ from tests.fakes import (
     InMemoryImportProgress,
     InMemoryOrderProgress,
     InMemoryPipelinePauses,
+    InMemorySessionOutcomes,
 )
 
 
@@ -54,11 +56,14 @@ def test_the_overview_counts_orders_imports_groups_and_what_waits_for_the_archiv
     archive.save_summary(_session("e", "PaymentDeclined"))
     archive.claim_replay("e", ReplayClaim("k", "", "t", action=RESOLVE))
     counter = InMemoryDeadLetterCounter({"purchase-tasks": 4, "imports": 5000})
-    orders = InMemoryOrderProgress()
-    orders.accept("accepted", "accepted", "t")
-    _steps(orders, "running", 2, failed=False)
-    _steps(orders, "done", len(PURCHASE_TASKS), failed=False)
-    _steps(orders, "declined", 2, failed=True)
+    orders, sessions = InMemoryOrderProgress(), InMemorySessionOutcomes()
+    for job in ("accepted", "done", "declined", "replayed"):
+        orders.accept(job, job, "t")
+    sessions.record(SessionOutcome("done", "done", PURCHASE, COMPLETED, "t1"))
+    sessions.record(SessionOutcome("declined", "declined", PURCHASE, FAILED, "t1", "Declined"))
+    sessions.record(SessionOutcome("replayed", "replayed", PURCHASE, FAILED, "t1", "Declined"))
+    sessions.record(SessionOutcome("replayed", "replay-1", PURCHASE, COMPLETED, "t2"))
+    _steps(orders, "running", 2, failed=False)  # an earlier release's, by its step rows
     manifests, imports = InMemoryImportManifests(), InMemoryImportProgress()
     manifests.save(JobManifest("busy", "imports", 3, 0, 3, {"s": 3}))
     manifests.save(JobManifest("over", "imports", 1, 0, 1, {"t": 1}))
@@ -66,13 +71,13 @@ def test_the_overview_counts_orders_imports_groups_and_what_waits_for_the_archiv
     imports.record("over", "t", 1, status="failed", reason="bad")
 
     now = overview(
-        Sources(archive, counter, orders, manifests, imports),
+        Sources(archive, counter, orders, manifests, imports, sessions=sessions),
         ["purchase-tasks", "imports"],
         pipelines={"purchase": "purchase-tasks", "product_import": "imports"},
     )
 
     assert now.orders is not None and now.imports is not None
-    assert (now.orders.in_flight, now.orders.completed, now.orders.failed) == (2, 1, 1)
+    assert (now.orders.in_flight, now.orders.completed, now.orders.failed) == (2, 2, 1)
     assert [(job.job_id, job.rows_imported, job.rows_pending) for job in now.imports] == [
         ("busy", 1, 2)
     ]

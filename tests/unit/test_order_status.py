@@ -1,5 +1,6 @@
 """GET /api/orders/{job_id}'s answers, from what the order's messages did: the real processor
-with the order-progress observer and in-memory twins."""
+(which records how each session ended) and in-memory twins. How far a session that has not
+ended got is read from the effects its tasks left: an order number, a charge."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from typing import Any
 import pytest
 
 from shared.domain.envelope import TaskMessage
-from shared.domain.order_status import OrderNotFound, OrderStatus
+from shared.domain.order_status import OrderNotFound, OrderStatus, order_status
 from shared.domain.pipelines import PURCHASE, PURCHASE_TASKS
 from shared.service_layer.dead_letters import archive_dead_letters
 from shared.service_layer.jobs import StartedJob, start_job
-from shared.service_layer.observers import order_progress_observer
+from shared.service_layer.observers import order_end_observer
 from shared.service_layer.orders import OrderLookup
 from shared.service_layer.ports import DeadLetter
 from shared.service_layer.processor import IncomingMessage, Outcome, SessionProcessor
@@ -24,7 +25,6 @@ from tests.fakes import (
     InMemoryDeadLetterArchive,
     InMemoryDeadLetterQueue,
     InMemoryOrderProgress,
-    InMemoryReceiptEmails,
     InMemoryResender,
     InMemorySessionActions,
     InMemorySessionOutcomes,
@@ -36,7 +36,8 @@ from .test_pipelines import ORDER, Shop
 
 
 class Store:
-    def __init__(self) -> None:
+    def __init__(self, *, step_rows: bool = False) -> None:
+        self.step_rows = step_rows  # ORDER_STEP_ROWS: the end row a release before reads
         self.shop = Shop()
         self.progress = InMemoryOrderProgress()
         self.sessions = InMemorySessionOutcomes()
@@ -53,8 +54,10 @@ class Store:
             policy=processor.policy,
             retry=replace(processor.retry, window=0),
             journal=self.archive,
-            observer=order_progress_observer(self.progress),
             outcomes=self.sessions,
+            observer=order_end_observer(self.progress, last_step=len(PURCHASE_TASKS))
+            if self.step_rows
+            else None,
         )
 
     def submit(self, **changes: Any) -> StartedJob:
@@ -103,7 +106,7 @@ class Store:
             self.archive,
             InMemoryAuditTrail(),
             self.sessions,
-            InMemoryReceiptEmails(),
+            self.shop.receipt_emails,
         )
         return lookup.status(job_id)
 
@@ -131,19 +134,32 @@ def test_an_order_is_accepted_then_running_at_its_next_step_then_completed() -> 
         PURCHASE_TASKS[0],
     )
 
-    store.run(0, 2)
-    running = store.status(order.job_id)
-    assert (running.status, running.next_step, running.next_task) == (
+    store.run(0, 1)
+    numbered = store.status(order.job_id)
+    assert (numbered.status, numbered.next_step, numbered.next_task) == (
         "running",
-        3,
-        "ProcessPayment",
+        2,
+        "CalculateTotal",
     )
-    assert running.order_number == "ORD-00000001" and running.total is None
+    assert numbered.order_number == "ORD-00000001" and numbered.total is None
+
+    store.run(0, 3)
+    charged = store.status(order.job_id)
+    assert (charged.status, charged.next_step, charged.next_task) == (
+        "running",
+        4,
+        "GenerateReceipt",
+    )
+    assert (charged.total, charged.currency) == ("29.95", "EUR")
 
     store.run(0, 5)
     done = store.status(order.job_id)
     assert (done.status, done.next_step) == ("completed", None)
     assert (done.order_number, done.total, done.currency) == ("ORD-00000001", "29.95", "EUR")
+    # The repeatable send's record stays as its first attempt wrote it; the completed task
+    # says it went out
+    assert store.shop.receipt_emails.find(order.job_id).status == "sending"  # type: ignore[union-attr]
+    assert done.receipt_email is not None and done.receipt_email.status == "sent"
 
 
 def test_a_failed_order_names_the_task_and_why_and_a_replay_carries_it_to_completion() -> None:
@@ -183,3 +199,37 @@ def test_a_failed_order_names_the_task_and_why_and_a_replay_carries_it_to_comple
 def test_an_unknown_order_is_not_found() -> None:
     with pytest.raises(OrderNotFound, match="'nope'"):
         Store().status("nope")
+
+
+def as_a_release_before_reads_it(store: Store, job_id: str) -> OrderStatus:
+    """Where the order stands by its rows alone, as releases before this one read it."""
+    record = store.progress.find(job_id)
+    assert record is not None
+    none: Any = {"order_number": None, "charged": None, "failure": None, "claim": None}
+    return order_status(record, PURCHASE_TASKS, **none)
+
+
+def test_with_step_rows_a_release_before_reads_each_order_as_it_ended_from_one_row() -> None:
+    store = Store(step_rows=True)
+    paid, declined = store.submit(), store.submit(card_token="tok_outage")
+    store.run(0, 5)
+    store.run(1, 5)
+
+    assert as_a_release_before_reads_it(store, paid.job_id).status == "completed"
+    failed = as_a_release_before_reads_it(store, declined.job_id)
+    assert (failed.status, failed.failed_task, failed.reason) == (
+        "failed",
+        "ProcessPayment",
+        "PaymentProviderUnavailable",
+    )
+    # one row an order: its end
+    assert [len(store.progress.steps[job]) for job in (paid.job_id, declined.job_id)] == [1, 1]
+
+
+def test_without_step_rows_an_order_has_its_acceptance_alone() -> None:
+    store = Store()
+    order = store.submit()
+    store.run(0, 5)
+
+    assert store.progress.steps.get(order.job_id, {}) == {}
+    assert store.status(order.job_id).status == "completed"

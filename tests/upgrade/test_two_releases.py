@@ -76,6 +76,9 @@ SETTINGS = {
     # The emulator has nothing in flight: an archive run need not wait 2 s per queue for
     # stragglers (an instance's drain waits for the run in flight).
     "DLQ_ARCHIVE_RECEIVE_WAIT_SECONDS": "0.5",
+    # As docs/deploy.md's upgrade procedure says for a deploy over a release that reads an
+    # order's status from its step rows (the previous release ignores the setting)
+    "ORDER_STEP_ROWS": "true",
 }
 # Products of the catalog's layout before its partitions (one partition per SKU), which the
 # deploy's move takes to their partitions: one kept as it is, one imported again before the

@@ -101,11 +101,13 @@ class OrderProgress(Protocol):
         ...
 
     def record(self, job_id: str, outcome: StepOutcome) -> None:
-        """Upsert the latest outcome of one step."""
+        """Upsert the outcome of one step as a step row, which releases before this one read
+        an order's status from (``order_end_observer``)."""
         ...
 
     def find(self, job_id: str) -> OrderRecord | None:
-        """The order's record, or None when it was never accepted."""
+        """The order's record (its acceptance, and its step rows), or None when it was never
+        accepted."""
         ...
 
     def records(self, *, up_to: int) -> list[OrderRecord]:

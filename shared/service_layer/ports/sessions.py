@@ -87,3 +87,8 @@ class SessionOutcomes(Protocol):
         """Recorded sessions of the pipeline's jobs, at most ``up_to`` of them (in no
         particular order)."""
         ...
+
+    def latest_of_pipeline(self, pipeline: str, *, up_to: int) -> dict[str, SessionOutcome]:
+        """The latest recorded session of each of the pipeline's jobs, by job id, for at most
+        ``up_to`` jobs: what a page that counts them every few seconds reads."""
+        ...
