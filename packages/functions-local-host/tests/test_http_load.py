@@ -197,7 +197,9 @@ def test_a_connection_storm_cannot_freeze_the_host(
         by_session.setdefault(call["session_id"], []).append(call["sequence"])
     assert len(by_session) == ORDERS and all(s == [1, 2] for s in by_session.values())
     assert probe.failures == []
-    assert len(probe.latencies) >= 10 and max(probe.latencies) < 1.0, max(probe.latencies)
+    # A frozen host answered nothing for 15 s and more; on 2 busy cores (the suite's other
+    # workers) a probe may wait about a second for its turn
+    assert len(probe.latencies) >= 10 and max(probe.latencies) < 3.0, max(probe.latencies)
     assert max(probe.threads) - baseline_threads < 40, (baseline_threads, max(probe.threads))
     assert timer_during >= storm_seconds - 3, (timer_during, storm_seconds)
     # the slow-header clients were cut off by the headers timeout, with a 408
