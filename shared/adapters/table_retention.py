@@ -168,7 +168,7 @@ class TableRetention(TableDeletes):
                 and last < before
                 and record.job_id not in keep.jobs
             ):
-                expired.append((record.job_id, partition, rows))
+                expired.append((record.job_id, rows, ended))
         return self._each(
             expired, lambda order: self._purge_order(*order, keep=keep, deleted=deleted), until
         )
@@ -184,8 +184,9 @@ class TableRetention(TableDeletes):
         return True
 
     def _purge_order(
-        self, job_id: str, partition: str, rows: list[Any], *, keep: Keep, deleted: Counts
+        self, job_id: str, rows: list[Any], ended: list[Any], *, keep: Keep, deleted: Counts
     ) -> None:
+        """``rows``: the order's progress, ``ended``: its sessions' outcomes, as read."""
         numbers = self._tables[ORDER_NUMBERS_TABLE]
         allocations = [
             entity
@@ -203,9 +204,8 @@ class TableRetention(TableDeletes):
         charge = (table_key(payment_idempotency_key(job_id)), "charge")
         deleted.add(PAYMENTS_TABLE, self._delete_present(PAYMENTS_TABLE, [charge]))
         deleted.add(ORDER_NUMBERS_TABLE, self._delete_rows(numbers, map(key_of, allocations))[0])
-        deleted.add(
-            SESSION_OUTCOMES_TABLE, self._delete_partition(SESSION_OUTCOMES_TABLE, partition)
-        )
+        outcomes = self._tables[SESSION_OUTCOMES_TABLE]
+        deleted.add(SESSION_OUTCOMES_TABLE, self._delete_rows(outcomes, map(key_of, ended))[0])
         deleted.add(
             ORDER_PROGRESS_TABLE,
             self._delete_rows(self._tables[ORDER_PROGRESS_TABLE], map(key_of, rows))[0],
