@@ -52,6 +52,35 @@ def table(table_service_client: TableServiceClient) -> Iterator[TableClient]:
     table_service_client.delete_table(name)
 
 
+@dataclass
+class Counted:
+    """A second client of ``table`` or ``container`` that notes each request's method."""
+
+    table: TableClient
+    container: ContainerClient
+    requests: list[str]
+
+
+@pytest.fixture
+def counted(
+    table: TableClient, container: ContainerClient, azurite_connection_string: str
+) -> Counted:
+    requests: list[str] = []
+
+    def hook(response: Any) -> None:
+        requests.append(response.http_request.method)
+
+    return Counted(
+        TableClient.from_connection_string(
+            azurite_connection_string, table.table_name, raw_request_hook=hook
+        ),
+        ContainerClient.from_connection_string(
+            azurite_connection_string, container.container_name, raw_request_hook=hook
+        ),
+        requests,
+    )
+
+
 @pytest.fixture
 def container(blob_service_client: BlobServiceClient) -> Iterator[ContainerClient]:
     """A new, empty blob container of its own for one test, deleted afterwards."""

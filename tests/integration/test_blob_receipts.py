@@ -11,6 +11,8 @@ from shared.adapters.azure_clients import (
 from shared.adapters.blob_receipts import BlobReceiptStore, ReceiptNotFound
 from shared.bootstrap.declared import APP_TABLES
 
+from .conftest import Counted
+
 pytestmark = pytest.mark.integration
 
 PDF = b"%PDF-1.4\n\x00\xff binary \r\n content\n%%EOF\n"
@@ -41,15 +43,10 @@ def test_saving_again_overwrites(container: ContainerClient) -> None:
 
 
 def test_a_receipt_just_saved_is_loaded_without_a_download_and_others_are_downloaded(
-    container: ContainerClient, azurite_connection_string: str
+    container: ContainerClient, counted: Counted
 ) -> None:
-    requests: list[str] = []
-    counted = ContainerClient.from_connection_string(
-        azurite_connection_string,
-        container.container_name,
-        raw_request_hook=lambda r: requests.append(r.http_request.method),
-    )
-    store = BlobReceiptStore(counted, kept=2)
+    requests = counted.requests
+    store = BlobReceiptStore(counted.container, kept=2)
     for n in (1, 2, 3):
         store.save(f"ORD-{n:08d}", PDF + bytes([n]))
     requests.clear()

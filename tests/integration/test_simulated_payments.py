@@ -9,6 +9,8 @@ from azure.data.tables import TableClient
 from shared.adapters.simulated_payments import TableSimulatedPaymentGateway
 from shared.domain.payments import Charge, PaymentDeclined, PaymentProviderUnavailable
 
+from .conftest import Counted
+
 pytestmark = pytest.mark.integration
 
 
@@ -140,15 +142,10 @@ def test_find_returns_the_charge_made_under_a_key_or_none(table: TableClient) ->
 
 
 def test_a_new_charge_is_one_insert_and_the_switch_is_read_once_per_refresh(
-    table: TableClient, azurite_connection_string: str
+    counted: Counted,
 ) -> None:
-    requests: list[str] = []
-    counted = TableClient.from_connection_string(
-        azurite_connection_string,
-        table.table_name,
-        raw_request_hook=lambda r: requests.append(r.http_request.method),
-    )
-    gateway = TableSimulatedPaymentGateway(counted, refresh=60)
+    requests = counted.requests
+    gateway = TableSimulatedPaymentGateway(counted.table, refresh=60)
 
     for n in range(5):
         charge(gateway, f"job-{n}:payment")

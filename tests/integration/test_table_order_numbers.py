@@ -8,6 +8,8 @@ from azure.data.tables import TableClient
 
 from shared.adapters.table_order_numbers import TableOrderNumbers
 
+from .conftest import Counted
+
 pytestmark = pytest.mark.integration
 
 
@@ -70,15 +72,10 @@ def test_find_reads_a_jobs_number_without_allocating_one(table: TableClient) -> 
 
 
 def test_one_request_an_order_while_no_other_instance_allocates(
-    table: TableClient, azurite_connection_string: str
+    table: TableClient, counted: Counted
 ) -> None:
-    requests: list[str] = []
-    counted = TableClient.from_connection_string(
-        azurite_connection_string,
-        table.table_name,
-        raw_request_hook=lambda r: requests.append(r.http_request.method),
-    )
-    numbers, elsewhere = TableOrderNumbers(counted), TableOrderNumbers(table)
+    requests = counted.requests
+    numbers, elsewhere = TableOrderNumbers(counted.table), TableOrderNumbers(table)
 
     first = [numbers.allocate(f"job-{n}") for n in range(4)]
     assert requests == ["GET", "POST"] + ["POST"] * 3  # read once, then one transaction each
