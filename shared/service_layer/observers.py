@@ -28,8 +28,9 @@ class Observed:
     job_id: str
     step: int | None
     task: str | None
-    completed: bool  # else dead-lettered
+    completed: bool  # else dead-lettered, or handed back for a retry
     reason: str | None
+    dead_lettered: bool = False
 
 
 def import_progress_observer(progress: ImportProgress) -> ImportProgressObserver:
@@ -134,7 +135,15 @@ def _seen(told: Sequence[Told]) -> list[Observed]:
         if routing is not None:
             job_id, step, task = routing
             seen.append(
-                Observed(incoming, job_id, step, task, outcome is Outcome.COMPLETED, reason)
+                Observed(
+                    incoming,
+                    job_id,
+                    step,
+                    task,
+                    outcome is Outcome.COMPLETED,
+                    reason,
+                    outcome is Outcome.DEAD_LETTERED,
+                )
             )
     return seen
 
@@ -146,29 +155,23 @@ def order_end_observer(
     its status: the failed step (dead-lettered for its own reason, not ``SessionFailed``), or
     the last step completed. One write an order; the steps between are not recorded."""
 
-    def observe(
-        incoming: IncomingMessage,
-        message: TaskMessage | None,
-        outcome: Outcome,
-        reason: str | None,
-    ) -> None:
-        failed = outcome is Outcome.DEAD_LETTERED and reason != SESSION_FAILED
-        for seen in _seen([(incoming, message, outcome, reason)]):
-            if seen.step is None or not (failed or (seen.completed and seen.step == last_step)):
-                continue
-            progress.record(
-                seen.job_id,
-                StepOutcome(
-                    step=seen.step,
-                    task=seen.task or "",
-                    status=COMPLETED if seen.completed else FAILED,
-                    reason=seen.reason,
-                    session_id=seen.incoming.session_id,
-                    at=clock().isoformat(),
-                ),
-            )
+    def record(seen: Observed) -> None:
+        failed = seen.dead_lettered and seen.reason != SESSION_FAILED
+        if seen.step is None or not (failed or (seen.completed and seen.step == last_step)):
+            return
+        progress.record(
+            seen.job_id,
+            StepOutcome(
+                step=seen.step,
+                task=seen.task or "",
+                status=COMPLETED if seen.completed else FAILED,
+                reason=seen.reason,
+                session_id=seen.incoming.session_id,
+                at=clock().isoformat(),
+            ),
+        )
 
-    return observe
+    return _observer(record)
 
 
 def _observer(record: Callable[[Observed], None]) -> Observer:
