@@ -7,8 +7,8 @@ import threading
 import uuid
 
 import pytest
-from azure.data.tables import TableServiceClient
-from azure.storage.blob import BlobServiceClient
+from azure.data.tables import TableClient, TableServiceClient
+from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from shared.adapters.azure_clients import blob_service, table_service
 from shared.adapters.storage_services import BlobService, TableService
@@ -42,30 +42,26 @@ def _requests_while_clients_are_made(send: object, make: object, seconds: float 
 
 
 def test_table_clients_made_during_requests_leave_them_alone(
-    azurite_connection_string: str,
+    table_service_client: TableServiceClient, table: TableClient
 ) -> None:
-    tables = table_service(StorageConnectionSettings(azurite_connection_string))
-    assert isinstance(tables, TableService)
-    table = tables.create_table_if_not_exists(f"t{uuid.uuid4().hex[:12]}")
+    assert isinstance(table_service_client, TableService)
 
     errors = _requests_while_clients_are_made(
         lambda: table.upsert_entity({"PartitionKey": "p", "RowKey": "r"}),
-        lambda: tables.get_table_client("other"),
+        lambda: table_service_client.get_table_client("other"),
     )
 
     assert errors == []
 
 
 def test_container_clients_made_during_requests_leave_them_alone(
-    azurite_connection_string: str,
+    blob_service_client: BlobServiceClient, container: ContainerClient
 ) -> None:
-    blobs = blob_service(StorageConnectionSettings(azurite_connection_string))
-    assert isinstance(blobs, BlobService)
-    container = blobs.create_container(f"c{uuid.uuid4().hex[:12]}")
+    assert isinstance(blob_service_client, BlobService)
 
     errors = _requests_while_clients_are_made(
         lambda: container.upload_blob("b", b"x", overwrite=True),
-        lambda: blobs.get_container_client("other"),
+        lambda: blob_service_client.get_container_client("other"),
     )
 
     assert errors == []
