@@ -1,9 +1,9 @@
 """The Service Bus triggers of the pipelines' session queues: one function per declared
 pipeline (``shared.bootstrap.app_pipelines``; as many as its ``batch_triggers`` for a batch
-pipeline), each session-enabled on the queue its app setting names. A one-message trigger is
-settled by the app (autoComplete off); a batch trigger leaves the completion of the messages
-whose task completed to the host (autoComplete on), which completes them all at once after
-the invocation, where each completion by the app is a call to the host.
+pipeline), each session-enabled on the queue its app setting names. Both kinds leave the
+completion of a message whose task completed (not its session's last) to the host
+(autoComplete on), which completes it after the invocation, where each completion by the app
+is a call from the worker to the host; every other settlement is the app's.
 
 Both kinds of trigger (one message per invocation, or a batch) are registered by one decorator,
 ``on_session_queue``. The host indexes each as a function of its own (``function_name``); the
@@ -33,9 +33,10 @@ SessionBatchTrigger = Callable[
 
 bp = func.Blueprint()
 
-# A batch trigger completes, after a successful invocation, the messages the processor left
-# to it (the extension's TriggerAndCompleteMessagesInternal, all at once).
-BATCHES_COMPLETED_BY_TRIGGER = True
+# A trigger completes, after a successful invocation, the messages the processor left to it
+# (a batch's all at once: the extension's TriggerAndCompleteMessagesInternal) and leaves alone
+# those the function settled.
+COMPLETED_BY_TRIGGER = True
 
 
 def on_session_queue(
@@ -74,7 +75,7 @@ def pipeline_trigger(pipeline: Pipeline) -> SessionTrigger:
     pipeline's processor, its task span continuing the invocation's trace context (the
     message's, from the host). Returns the function, callable as the worker calls it."""
 
-    @on_session_queue(pipeline, arg_name="message")
+    @on_session_queue(pipeline, arg_name="message", auto_complete=COMPLETED_BY_TRIGGER)
     def session_task(
         message: servicebus.ServiceBusReceivedMessage,
         message_actions: servicebus.ServiceBusMessageActions,
@@ -87,6 +88,7 @@ def pipeline_trigger(pipeline: Pipeline) -> SessionTrigger:
             message_actions,
             queue=c.settings.queue_of(pipeline.name),
             trace_context=context.trace_context,
+            completed_by_trigger=COMPLETED_BY_TRIGGER,
         )
 
     return session_task
@@ -105,7 +107,7 @@ def pipeline_batch_trigger(pipeline: Pipeline, function_name: str) -> SessionBat
         pipeline,
         arg_name="messages",
         function_name=function_name,
-        auto_complete=BATCHES_COMPLETED_BY_TRIGGER,
+        auto_complete=COMPLETED_BY_TRIGGER,
         cardinality=func.Cardinality.MANY,
     )
     def session_batch(
@@ -118,7 +120,7 @@ def pipeline_batch_trigger(pipeline: Pipeline, function_name: str) -> SessionBat
             messages,
             message_actions,
             queue=c.settings.queue_of(pipeline.name),
-            completed_by_trigger=BATCHES_COMPLETED_BY_TRIGGER,
+            completed_by_trigger=COMPLETED_BY_TRIGGER,
         )
 
     return session_batch

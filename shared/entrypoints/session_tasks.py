@@ -24,9 +24,11 @@ def handle_session_message(
     *,
     queue: str,
     trace_context: InvocationTrace | None = None,
+    completed_by_trigger: bool = False,
 ) -> Result:
     """Run one message of ``queue`` through ``processor``; the processor settles it
-    (complete, abandon or dead-letter) through ``message_actions`` before this returns. The run
+    (complete, abandon or dead-letter) through ``message_actions`` before this returns,
+    except, with ``completed_by_trigger``, a completion it leaves to the trigger. The run
     is a span in the message's trace (``trace_context``: the invocation's, from the host).
     Logs the outcome, never the body (it holds customer data)."""
     incoming = incoming_message(message)
@@ -36,7 +38,11 @@ def handle_session_message(
         incoming=incoming,
         invocation_trace=trace_context,
     ) as record:
-        result = processor.handle(incoming, FunctionSessionActions(message_actions, message))
+        result = processor.handle(
+            incoming,
+            FunctionSessionActions(message_actions, message),
+            completed_by_trigger=completed_by_trigger,
+        )
         record(result)
         _log(processor, incoming, result)
     return result

@@ -30,7 +30,7 @@ from .ports import FailureJournal, SessionActions, SessionOutcomes
 from .processor_failures import STOP
 from .processor_runs import TaskRuns
 from .session_batches import BatchRun
-from .session_endings import Ending, SessionEndings
+from .session_endings import Ending, SessionEndings, left_to_trigger
 from .session_messages import (
     BatchTask,
     IncomingMessage,
@@ -98,10 +98,25 @@ class SessionProcessor(TaskRuns):
             shows=shows,
         )
 
-    def handle(self, incoming: IncomingMessage, actions: SessionActions) -> Result:
-        """Decide, write the state, settle the message through ``actions``."""
+    def handle(
+        self,
+        incoming: IncomingMessage,
+        actions: SessionActions,
+        *,
+        completed_by_trigger: bool = False,
+    ) -> Result:
+        """Decide, write the state, settle the message through ``actions``.
+        ``completed_by_trigger``: the trigger completes the message once the function returns
+        (``autoCompleteMessages``), so a completed task's message that is not its session's
+        last is left to it; every other ending is settled here."""
         steady = self.steady(actions, incoming.session_id)
-        return self.settle(incoming, steady, steady.get_state(), self.hold(steady))
+        return self.settle(
+            incoming,
+            steady,
+            steady.get_state(),
+            self.hold(steady),
+            completed_by_trigger=completed_by_trigger,
+        )
 
     def handle_batch(
         self,
@@ -142,11 +157,21 @@ class SessionProcessor(TaskRuns):
         actions: SessionActions,
         stored: bytes | SessionState | None,
         hold: Hold,
+        *,
+        completed_by_trigger: bool = False,
     ) -> Result:
         """One message on the session's ``stored`` state, decided, retried while its task
-        fails transiently within the window and the session can be held, then carried out."""
+        fails transiently within the window and the session can be held, then carried out
+        (its completion left to the trigger as ``handle`` says)."""
         ending = self.resolve(incoming, actions, stored, hold)
-        return self.carry_out(ending, incoming, actions, had_state=stored is not None, hold=hold)
+        return self.carry_out(
+            ending,
+            incoming,
+            actions,
+            had_state=stored is not None,
+            hold=hold,
+            settle=not (completed_by_trigger and left_to_trigger(ending)),
+        )
 
     def resolve(
         self,

@@ -28,7 +28,7 @@ from .session_batch_parts import (
     preparing,
     settlements,
 )
-from .session_endings import Ending
+from .session_endings import Ending, left_to_trigger
 from .session_messages import BatchTask, IncomingMessage, Outcome, Result, Task
 
 if TYPE_CHECKING:
@@ -162,11 +162,7 @@ class BatchRun:
         """Carry out one message's ending; True when it was handed back."""
         if ending.is_last:
             self._complete_left()
-        leave = (
-            self._completed_by_trigger
-            and ending.outcome is Outcome.COMPLETED
-            and not ending.is_last
-        )
+        leave = self._completed_by_trigger and left_to_trigger(ending)
         result = self._p.carry_out(
             ending, incoming, actions, had_state=had_state, hold=hold, settle=not leave
         )

@@ -45,6 +45,13 @@ class Ending:
     session_reason: str | None = None
 
 
+def left_to_trigger(ending: Ending) -> bool:
+    """Whether a trigger that completes what the function leaves unsettled
+    (``autoCompleteMessages``) is left this message: a completed task's, not its session's
+    last (after the last the processor clears the state, so it completes that one itself)."""
+    return ending.outcome is Outcome.COMPLETED and not ending.is_last
+
+
 # Runs bookkeeping (``work``), trying again while a transient failure lasts and the session
 # can be held; returns None once it ran, else the error it gave up on.
 Persevere = Callable[[Callable[[], None]], PipelineError | None]

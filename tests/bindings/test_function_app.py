@@ -132,12 +132,8 @@ def test_each_declared_pipeline_has_a_session_trigger_on_its_queue_setting() -> 
             assert trigger["type"] == "serviceBusTrigger"
             assert trigger["queueName"] == f"%{pipeline.queue_setting}%"
             assert trigger["connection"] == "ServiceBusConnection"
-            # A batch trigger leaves the completions of its good rows to the host.
-            auto_complete = pipeline.batch
-            assert (trigger["isSessionsEnabled"], trigger["autoCompleteMessages"]) == (
-                True,
-                auto_complete,
-            )
+            # Every trigger leaves the completion of a completed task's message to the host.
+            assert (trigger["isSessionsEnabled"], trigger["autoCompleteMessages"]) == (True, True)
             assert trigger.get("cardinality", "one").lower() == (
                 "many" if pipeline.batch else "one"
             )
@@ -153,10 +149,10 @@ def test_the_import_holds_several_sessions_at_once_with_a_trigger_for_each() -> 
     )
 
 
-def test_the_triggers_take_sessions_and_the_batch_one_leaves_completions_to_the_host() -> None:
-    for name, queue_setting, argument, cardinality, auto_complete in (
-        ("purchase_tasks", "%PURCHASE_QUEUE_NAME%", "message", "one", False),
-        ("product_import_tasks", "%IMPORT_QUEUE_NAME%", "messages", "many", True),  # batches
+def test_the_triggers_take_sessions_and_leave_completions_to_the_host() -> None:
+    for name, queue_setting, argument, cardinality in (
+        ("purchase_tasks", "%PURCHASE_QUEUE_NAME%", "message", "one"),
+        ("product_import_tasks", "%IMPORT_QUEUE_NAME%", "messages", "many"),  # batches
     ):
         trigger = _trigger(name)
         assert trigger["type"] == "serviceBusTrigger"
@@ -165,7 +161,7 @@ def test_the_triggers_take_sessions_and_the_batch_one_leaves_completions_to_the_
         assert trigger["queueName"] == queue_setting  # a setting's name, never a value
         assert trigger["connection"] == "ServiceBusConnection"
         assert trigger["isSessionsEnabled"] is True
-        assert trigger["autoCompleteMessages"] is auto_complete
+        assert trigger["autoCompleteMessages"] is True
 
 
 def test_message_actions_is_not_a_binding_but_an_annotated_parameter() -> None:

@@ -89,9 +89,11 @@ def deliver_batch(
 def test_a_successful_task_is_completed_and_its_state_kept_for_the_next_step(
     twins: Twins, settlement: RecordingSettlement, message_actions: ServiceBusMessageActions
 ) -> None:
-    message = deliver(purchase_tasks, message_actions, _task("First", 1))
+    deliver(purchase_tasks, message_actions, _task("First", 1))
 
-    assert settlement.settlements() == [("complete", str(message.lock_token))]
+    # The trigger completes it once the function returns (autoCompleteMessages): the app
+    # settles nothing, and its state is written before the function returns.
+    assert settlement.settlements() == []
     assert json.loads(settlement.states[SESSION])["next_step"] == 2
     assert settlement.releases() == []  # more messages of the session are to come
 

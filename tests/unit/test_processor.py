@@ -1231,3 +1231,39 @@ def test_r28_service_bus_still_out_of_reach_fails_the_invocation_and_opens_the_c
     paused = gate.paused()
     assert paused is not None and paused.dependency == "Service Bus"
     assert time.elapsed <= 2 * 30.0 + 2  # each gave up after about half a session lock
+
+
+# A trigger that completes what the function leaves (autoCompleteMessages) -----------------------
+@BOTH
+def test_a_completed_task_is_left_to_the_trigger_after_its_state_is_written(
+    policy: FailurePolicy,
+) -> None:
+    processor, _ = make_processor(policy, Tasks())
+    actions = InMemorySessionActions(state=running(2, processed=1))
+
+    result = processor.handle(incoming(message(2)), actions, completed_by_trigger=True)
+
+    assert result.outcome is Outcome.COMPLETED
+    assert actions.settlements == []  # the host completes it once the function returns
+    assert actions.events == ["set_state"]
+    state = state_of(actions)
+    assert state is not None and state.next_step == 3
+
+
+@BOTH
+def test_the_trigger_is_left_no_last_message_and_no_failure(policy: FailurePolicy) -> None:
+    tasks = Tasks()
+    processor, _ = make_processor(policy, tasks)
+    last = InMemorySessionActions(state=running(3))
+
+    processor.handle(incoming(message(3)), last, completed_by_trigger=True)
+
+    # The last one is completed before its state is cleared, as without the trigger (R5).
+    assert last.events == ["set_state", "complete", "set_state", "release_session"]
+
+    tasks.behaviour["A"] = PermanentTaskError("Declined", "the card was declined")
+    failed = InMemorySessionActions()
+    result = processor.handle(incoming(message(1)), failed, completed_by_trigger=True)
+
+    assert result.outcome is Outcome.DEAD_LETTERED
+    assert [s[0] for s in failed.settlements] == ["dead_letter"]
