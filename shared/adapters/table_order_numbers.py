@@ -59,19 +59,24 @@ class TableOrderNumbers:
     is kept, and the next allocation first tries its transaction on that: one request while no
     other instance allocated in between. When another did (412), or the job has its number
     already (409), the job's allocation and the counter are read and the transaction made on
-    what was read, as often as it loses a race."""
+    what was read, as often as it loses a race. This object's own calls take turns (the
+    worker's concurrent sessions): two of them would race for the same counter ETag, the loser
+    paying a read and a second transaction."""
 
     def __init__(self, table: TableClient, *, prefix: str = "ORD-") -> None:
         self._table = table
         self._prefix = prefix
-        self._lock = threading.Lock()
+        self._turns = threading.Lock()  # one allocation at a time; it guards _counter
         self._counter: _Counter | None = None  # as this object last wrote it
 
     @translated(TABLE_STORAGE)
     def allocate(self, job_id: str) -> str:
+        with self._turns:
+            return self._allocate(job_id)
+
+    def _allocate(self, job_id: str) -> str:
         row_key = table_key(job_id)
-        with self._lock:
-            counter = self._counter
+        counter = self._counter
         if counter is not None:
             allocated = self._try(job_id, row_key, counter)
             if allocated is not None:
@@ -127,12 +132,9 @@ class TableOrderNumbers:
             if error.status_code not in _LOST_RACE:
                 raise
             if error.status_code == 412:  # the counter moved on: read it again
-                with self._lock:
-                    if self._counter is counter:
-                        self._counter = None
+                self._counter = None
             return None
-        with self._lock:
-            self._counter = _Counter(number, str(answers[0]["etag"]))
+        self._counter = _Counter(number, str(answers[0]["etag"]))
         return order_number
 
     def _counter_operation(self, counter: _Counter | None, number: int) -> Any:
