@@ -14,7 +14,8 @@ Azure's. Then the command runs ``--rounds`` times on each, interleaved (old, new
 each run, and its stderr, are kept in ``--logs``.
 
 It prints, in Markdown ready for bench/README.md: the command, both commits, the core count,
-each run's wall time and the load average (1 min) before and after it, then every figure of
+each run's wall time, the load average (1 min) before and after it and the share of the
+machine's CPU time the hypervisor took during it (steal), then every figure of
 every table the bench printed, per run, as a mean on each side and as new / old
 (``bench.comparison``).
 """
@@ -33,7 +34,7 @@ from pathlib import Path
 
 from bench.comparison import Side, report
 from bench.markdown_tables import Table, tables
-from bench.proc import cores
+from bench.proc import cores, cpu_times, stolen_share
 from localdev.releases import previous_commit, release
 from localdev.stack_layout import REPO_ROOT
 
@@ -54,6 +55,7 @@ class Run:
     load_average: tuple[float, float]
     returncode: int
     tables: list[Table]
+    stolen: float = 0.0  # the share of the machine's CPU time the hypervisor took meanwhile
 
 
 def run_once(
@@ -66,7 +68,7 @@ def run_once(
         f"-- round {number}, {checkout.side}: {checkout.label}; output {stem}.out", file=sys.stderr
     )
     environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    load_before, started = os.getloadavg()[0], time.monotonic()
+    load_before, started, times = os.getloadavg()[0], time.monotonic(), cpu_times()
     with open(f"{stem}.out", "w") as out, open(f"{stem}.err", "w") as err:
         process = subprocess.Popen(
             [checkout.python, "-m", *command], cwd=checkout.tree, env=environ,
@@ -86,7 +88,13 @@ def run_once(
         print(f"   exit code {returncode}: see {stem}.err", file=sys.stderr)
     text = Path(f"{stem}.out").read_text(errors="replace")
     return Run(
-        checkout, number, seconds, (load_before, os.getloadavg()[0]), returncode, tables(text)
+        checkout,
+        number,
+        seconds,
+        (load_before, os.getloadavg()[0]),
+        returncode,
+        tables(text),
+        stolen_share(times, cpu_times()),
     )
 
 
@@ -134,13 +142,15 @@ def _git(*args: str) -> str:
 
 def runs_table(runs: list[Run]) -> str:
     lines = [
-        "| round | checkout | wall time (s) | load average before / after (1 min) | exit code |",
-        "|---|---|---|---|---|",
+        "| round | checkout | wall time (s) | load average before / after (1 min) "
+        "| CPU time stolen by the hypervisor | exit code |",
+        "|---|---|---|---|---|---|",
     ]
     for run in runs:
         lines.append(
             f"| {run.round} | {run.checkout.label} | {run.seconds:.0f} | "
-            f"{run.load_average[0]:.1f} / {run.load_average[1]:.1f} | {run.returncode} |"
+            f"{run.load_average[0]:.1f} / {run.load_average[1]:.1f} | {run.stolen:.1%} | "
+            f"{run.returncode} |"
         )
     return "\n".join(lines)
 

@@ -100,3 +100,19 @@ def machine_line(load_before: float, load_after: float) -> str:
 def load_average() -> float:
     """The 1-minute load average."""
     return os.getloadavg()[0]
+
+
+def cpu_times() -> tuple[int, int]:
+    """The machine's CPU time so far, in clock ticks: (stolen, all). ``stolen`` is the time
+    the hypervisor ran something else while this machine's CPUs wanted to run (/proc/stat's
+    ``steal``): a figure measured while it grows is measured on a slower machine."""
+    with open("/proc/stat") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal (guest time is inside user already)
+    return fields[7] if len(fields) > 7 else 0, sum(fields[:8])
+
+
+def stolen_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of the CPU time between two ``cpu_times()`` that the hypervisor took."""
+    elapsed = after[1] - before[1]
+    return (after[0] - before[0]) / elapsed if elapsed > 0 else 0.0

@@ -13,6 +13,7 @@ import time
 from bench.comparison import Side, mean, ratio, report
 from bench.markdown_tables import numbers, tables
 from bench.open_loop import arrivals, nearest_rank, run_open_loop
+from bench.proc import cpu_times, stolen_share
 
 
 def test_poisson_arrivals_are_the_same_for_one_seed_and_average_the_rate() -> None:
@@ -117,3 +118,10 @@ def test_the_report_matches_tables_rows_and_columns_and_names_what_one_side_lack
     assert latency + " n/a |" in text
     assert "**instances**: 1" in text  # a table only the old side printed
     assert "| rows/s (old only) | 1,000; 1,000 | 1,000 |  |  | |" in text
+
+
+def test_the_stolen_share_is_the_steal_ticks_over_all_ticks_between_two_readings() -> None:
+    assert stolen_share((10, 1000), (60, 2000)) == 0.05
+    assert stolen_share((10, 1000), (10, 1000)) == 0.0  # no time passed
+    stolen, total = cpu_times()  # this machine's /proc/stat
+    assert 0 <= stolen <= total and total > 0
