@@ -15,7 +15,8 @@ each run, and its stderr, are kept in ``--logs``.
 
 It prints, in Markdown ready for bench/README.md: the command, both commits, the core count,
 each run's wall time, the load average (1 min) before and after it and the share of the
-machine's CPU time the hypervisor took during it (steal), then every figure of
+machine's CPU time the hypervisor took during it (steal), the CPU time of a fixed reference
+workload just before and after it (how fast the machine was), then every figure of
 every table the bench printed, per run, as a mean on each side and as new / old
 (``bench.comparison``).
 """
@@ -34,7 +35,7 @@ from pathlib import Path
 
 from bench.comparison import Side, report
 from bench.markdown_tables import Table, tables
-from bench.proc import cores, cpu_times, stolen_share
+from bench.proc import cores, cpu_times, reference_ms, stolen_share
 from localdev.releases import previous_commit, release
 from localdev.stack_layout import REPO_ROOT
 
@@ -56,6 +57,7 @@ class Run:
     returncode: int
     tables: list[Table]
     stolen: float = 0.0  # the share of the machine's CPU time the hypervisor took meanwhile
+    reference: tuple[float, float] = (0.0, 0.0)  # reference_ms() before and after
 
 
 def run_once(
@@ -68,6 +70,7 @@ def run_once(
         f"-- round {number}, {checkout.side}: {checkout.label}; output {stem}.out", file=sys.stderr
     )
     environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    reference_before = reference_ms()
     load_before, started, times = os.getloadavg()[0], time.monotonic(), cpu_times()
     with open(f"{stem}.out", "w") as out, open(f"{stem}.err", "w") as err:
         process = subprocess.Popen(
@@ -95,6 +98,7 @@ def run_once(
         returncode,
         tables(text),
         stolen_share(times, cpu_times()),
+        (reference_before, reference_ms()),
     )
 
 
@@ -143,14 +147,15 @@ def _git(*args: str) -> str:
 def runs_table(runs: list[Run]) -> str:
     lines = [
         "| round | checkout | wall time (s) | load average before / after (1 min) "
-        "| CPU time stolen by the hypervisor | exit code |",
-        "|---|---|---|---|---|---|",
+        "| CPU time stolen by the hypervisor | reference workload before / after (CPU ms) "
+        "| exit code |",
+        "|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         lines.append(
             f"| {run.round} | {run.checkout.label} | {run.seconds:.0f} | "
             f"{run.load_average[0]:.1f} / {run.load_average[1]:.1f} | {run.stolen:.1%} | "
-            f"{run.returncode} |"
+            f"{run.reference[0]:.0f} / {run.reference[1]:.0f} | {run.returncode} |"
         )
     return "\n".join(lines)
 

@@ -6,7 +6,10 @@ process tree's is the sum over the live processes in it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -116,3 +119,22 @@ def stolen_share(before: tuple[int, int], after: tuple[int, int]) -> float:
     """The share of the CPU time between two ``cpu_times()`` that the hypervisor took."""
     elapsed = after[1] - before[1]
     return (after[0] - before[0]) / elapsed if elapsed > 0 else 0.0
+
+
+def reference_ms(repeats: int = 3) -> float:
+    """The CPU milliseconds of a fixed pure-Python workload (JSON, hashing, arithmetic: what
+    the stack's processes do), the least of ``repeats``: how fast this machine is at the
+    moment. On a virtual machine it moves by tens of percent from one minute to the next, and
+    the CPU a run measures with it."""
+    lines = [{"sku": f"SKU-{n}", "quantity": n % 7, "price": n * 1.5} for n in range(200)]
+    document = {"order": lines}
+    least = float("inf")
+    for _ in range(repeats):
+        started = time.process_time()
+        for n in range(40):
+            text = json.dumps(document)
+            hashlib.sha256(text.encode()).hexdigest()
+            json.loads(text)
+            sum(i * i % 7 for i in range(2_000 + n))
+        least = min(least, (time.process_time() - started) * 1000)
+    return least

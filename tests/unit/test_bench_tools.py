@@ -13,7 +13,7 @@ import time
 from bench.comparison import Side, mean, ratio, report
 from bench.markdown_tables import numbers, tables
 from bench.open_loop import arrivals, nearest_rank, run_open_loop
-from bench.proc import cpu_times, stolen_share
+from bench.proc import cpu_times, reference_ms, stolen_share
 
 
 def test_poisson_arrivals_are_the_same_for_one_seed_and_average_the_rate() -> None:
@@ -125,3 +125,7 @@ def test_the_stolen_share_is_the_steal_ticks_over_all_ticks_between_two_readings
     assert stolen_share((10, 1000), (10, 1000)) == 0.0  # no time passed
     stolen, total = cpu_times()  # this machine's /proc/stat
     assert 0 <= stolen <= total and total > 0
+
+
+def test_the_reference_workload_measures_cpu_time_in_this_process() -> None:
+    assert 0 < reference_ms(repeats=1) < 10_000
