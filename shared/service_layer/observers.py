@@ -28,9 +28,16 @@ class Observed:
     job_id: str
     step: int | None
     task: str | None
-    completed: bool  # else dead-lettered, or handed back for a retry
+    outcome: Outcome
     reason: str | None
-    dead_lettered: bool = False
+
+    @property
+    def completed(self) -> bool:
+        return self.outcome is Outcome.COMPLETED
+
+    @property
+    def dead_lettered(self) -> bool:
+        return self.outcome is Outcome.DEAD_LETTERED
 
 
 def import_progress_observer(progress: ImportProgress) -> ImportProgressObserver:
@@ -134,17 +141,7 @@ def _seen(told: Sequence[Told]) -> list[Observed]:
         routing = _routing(incoming, message)
         if routing is not None:
             job_id, step, task = routing
-            seen.append(
-                Observed(
-                    incoming,
-                    job_id,
-                    step,
-                    task,
-                    outcome is Outcome.COMPLETED,
-                    reason,
-                    outcome is Outcome.DEAD_LETTERED,
-                )
-            )
+            seen.append(Observed(incoming, job_id, step, task, outcome, reason))
     return seen
 
 
